@@ -1,0 +1,53 @@
+# Trawl — `make demo` and `make test` are all a newcomer needs (see README.md).
+SHELL := /bin/bash
+PYTHON ?= python3
+VENV := .venv
+BIN := $(VENV)/bin
+STAMP := $(VENV)/.installed-$(shell cat pyproject.toml | cksum | cut -d' ' -f1)
+export HF_HUB_OFFLINE := 1
+export TOKENIZERS_PARALLELISM := false
+
+.PHONY: help setup system-deps demo test test-all bench lint fmt check clean
+
+help: ## List the targets
+	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-12s %s\n", $$1, $$2}'
+
+$(STAMP): pyproject.toml
+	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
+	$(BIN)/pip install --quiet --upgrade pip
+	# The CPU build of torch first, so nothing below pulls a multi-GB CUDA build.
+	$(BIN)/pip install --quiet torch==2.13.0
+	$(BIN)/pip install --quiet -e '.[dev]'
+	rm -f $(VENV)/.installed-*
+	touch $@
+
+setup: $(STAMP) ## Create .venv and install Trawl with its dependencies
+
+system-deps: ## Debian packages: python3.11-doc (the demo site) and chromium (browser tests)
+	@if [ ! -d /usr/share/doc/python3.11/html ] || [ ! -x /usr/bin/chromium ]; then \
+	  if [ "$$(id -u)" = 0 ]; then apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq python3.11-doc chromium >/dev/null; \
+	  else echo "install python3.11-doc and chromium (sudo apt-get install python3.11-doc chromium)"; fi; \
+	fi
+
+demo: setup system-deps ## Crawl the Python docs served on loopback, index them, serve search
+	$(BIN)/trawl demo
+
+test: setup system-deps ## Run the test suite (without benchmarks)
+	$(BIN)/pytest -q --durations=15
+
+bench: setup ## Run the benchmarks in bench/ (not part of the tests)
+	$(BIN)/python bench/bench_search.py
+
+lint: setup ## ruff check + format check
+	$(BIN)/ruff check .
+	$(BIN)/ruff format --check .
+
+fmt: setup ## Format and autofix
+	$(BIN)/ruff format .
+	$(BIN)/ruff check --fix .
+
+check: lint ## Lint and type-check
+	$(BIN)/mypy core api
+
+clean: ## Remove caches and built indexes (keeps .venv)
+	rm -rf data/cache .pytest_cache .ruff_cache .mypy_cache

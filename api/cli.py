@@ -1,0 +1,189 @@
+"""The ``trawl`` command line. The only module (with its ``cli_*`` siblings) that prints."""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+from pathlib import Path
+from typing import Annotated
+
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+
+import typer
+from rich.console import Console
+from rich.table import Table
+
+from core.errors import TrawlError
+from core.logging import configure_logging
+from core.settings import Settings
+
+app = typer.Typer(
+    name="trawl",
+    help="Trawl: crawl, index, evaluate and serve a web search engine.",
+    no_args_is_help=True,
+    add_completion=False,
+    pretty_exceptions_enable=False,
+)
+console = Console(stderr=True)
+
+
+def _settings() -> Settings:
+    return Settings()
+
+
+@app.callback()
+def _main(
+    log_level: Annotated[str, typer.Option("--log-level", help="DEBUG, INFO, WARNING or ERROR.")] = "WARNING",
+) -> None:
+    configure_logging(log_level)
+
+
+@app.command("index")
+def index_command(
+    index: Annotated[Path, typer.Option("--index", help="Index directory to (re)build.")],
+    beir: Annotated[Path | None, typer.Option("--beir", help="A BEIR collection (corpus.jsonl).")] = None,
+    data: Annotated[
+        Path | None, typer.Option("--data", help="A crawl data directory (its docstore).")
+    ] = None,
+    shards: Annotated[int, typer.Option("--shards", min=1, max=256, help="Document partitions.")] = 1,
+) -> None:
+    """Build an index from a BEIR corpus or from a crawl's docstore.
+
+    Example: trawl index --beir ../shared/data/eval/cranfield --index data/cranfield-index
+    """
+    from retrieval.build import build_index
+
+    if (beir is None) == (data is None):
+        raise typer.BadParameter("give exactly one of --beir DIR or --data DIR")
+    if beir is not None:
+        from training.datasets import BeirDataset
+
+        dataset = BeirDataset.open(beir)
+        docs = dataset.iter_documents()
+        source = f"beir:{beir}"
+    else:
+        from retrieval.docs_source import crawled_documents
+
+        assert data is not None
+        docs = crawled_documents(data)
+        source = f"crawl:{data}"
+    with console.status("indexing…") as status:
+        manifest = build_index(
+            docs,
+            index,
+            shards=shards,
+            source=source,
+            on_progress=lambda n: status.update(f"indexing… {n:,} documents"),
+        )
+    console.print(f"indexed {manifest.docs:,} documents into {index} ({manifest.shards} shard(s))")
+
+
+@app.command("eval")
+def eval_command(
+    dataset: Annotated[Path, typer.Option("--dataset", help="A BEIR collection directory.")],
+    ranker: Annotated[str, typer.Option("--ranker", help="bm25, dense, hybrid-rrf, hybrid, ltr, …")] = "bm25",
+    as_json: Annotated[bool, typer.Option("--json", help="Print exactly one JSON object on stdout.")] = False,
+    model: Annotated[Path | None, typer.Option("--model", help="A trained model directory (ltr).")] = None,
+    folds: Annotated[int, typer.Option("--folds", min=2, max=20, help="Cross-validation folds.")] = 5,
+) -> None:
+    """Evaluate a ranker on every judged query of a collection (nDCG@10, MAP, Recall@100, MRR@10).
+
+    Example: trawl eval --dataset ../shared/data/eval/cisi --ranker bm25 --json
+    """
+    from training.evaluate import evaluate
+
+    options = {"model": str(model)} if model else {}
+    result = evaluate(dataset, ranker, settings=_settings(), options=options, folds=folds)
+    if as_json:
+        sys.stdout.write(json.dumps(result.to_json()) + "\n")
+        return
+    table = Table(title=f"{result.dataset} · {result.ranker} · {result.queries} queries")
+    for name in ("nDCG@10", "MAP", "Recall@100", "MRR@10"):
+        table.add_column(name, justify="right")
+    table.add_row(*(f"{result.means[m]:.4f}" for m in ("ndcg@10", "map", "recall@100", "mrr@10")))
+    Console().print(table)
+    for key, value in result.extra.items():
+        Console().print(f"{key}: {value}")
+
+
+@app.command("search")
+def search_command(
+    query: Annotated[
+        str, typer.Argument(help='The query, with operators: "phrase" -term site: lang: filetype:')
+    ],
+    index: Annotated[Path, typer.Option("--index", help="Index directory.")],
+    page: Annotated[int, typer.Option("--page", min=1)] = 1,
+    size: Annotated[int, typer.Option("--size", min=1)] = 10,
+    as_json: Annotated[bool, typer.Option("--json")] = False,
+) -> None:
+    """Search an index from the terminal.
+
+    Example: trawl search '"list comprehension" -lambda' --index data/index
+    """
+    from retrieval.search import SearchService
+
+    settings = _settings()
+    service = SearchService.open(index, settings.search)
+    response = service.search(query, page=page, size=size)
+    if as_json:
+        from api.schemas import SearchResponseModel
+
+        sys.stdout.write(SearchResponseModel.from_domain(response).model_dump_json() + "\n")
+        return
+    out = Console()
+    out.print(f"{response.total:,} results · {response.took_ms:.1f} ms")
+    for rank, hit in enumerate(response.hits, start=response.size * (response.page - 1) + 1):
+        out.print(
+            f"[bold]{rank}. {hit.title}[/bold]  ({hit.score:.3f})\n   {hit.url}\n   {hit.snippet}",
+            markup=True,
+            highlight=False,
+        )
+
+
+@app.command("serve")
+def serve_command(
+    index: Annotated[Path, typer.Option("--index", help="Index directory to serve.")],
+    host: Annotated[str, typer.Option("--host")] = "127.0.0.1",
+    port: Annotated[int, typer.Option("--port", min=0, max=65535)] = 8000,
+) -> None:
+    """Serve the search API and page.
+
+    Example: trawl serve --index data/index --port 8000   then open http://127.0.0.1:8000/
+    """
+    import uvicorn
+
+    from api.app import create_app
+
+    settings = _settings()
+    application = create_app(settings, index_dir=index)
+    console.print(f"Trawl is serving {index} at http://{host}:{port}/")
+    uvicorn.run(application, host=host, port=port, log_level="warning")
+
+
+def _register_plugins() -> None:
+    """Commands that live beside this module (crawl, embed, train, …) once their issue lands."""
+    import importlib
+
+    for module in ("api.cli_crawl", "api.cli_embed", "api.cli_train", "api.cli_demo"):
+        try:
+            importlib.import_module(module).register(app)
+        except ModuleNotFoundError as exc:
+            if exc.name != module:
+                raise
+
+
+_register_plugins()
+
+
+def main() -> None:
+    try:
+        app()
+    except TrawlError as exc:
+        console.print(f"[red]error:[/red] {exc}")
+        raise SystemExit(2) from None
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,53 @@
+"""Maps Trawl's errors and request validation failures to 4xx JSON: ``{"error", "detail"}``.
+
+Starlette looks handlers up by the exception's MRO, so a handler for a base class
+covers its subclasses. A 500 from this API is a bug.
+"""
+
+from __future__ import annotations
+
+import logging
+
+from fastapi import FastAPI, Request
+from fastapi.exceptions import RequestValidationError
+from fastapi.responses import JSONResponse
+from starlette.exceptions import HTTPException as StarletteHTTPException
+
+from core.errors import IndexStateError, QueryError
+
+logger = logging.getLogger(__name__)
+
+
+def error_response(status: int, code: str, detail: str) -> JSONResponse:
+    return JSONResponse({"error": code, "detail": detail}, status_code=status)
+
+
+async def _query_error(request: Request, exc: Exception) -> JSONResponse:
+    return error_response(400, "bad_query", str(exc))
+
+
+async def _index_error(request: Request, exc: Exception) -> JSONResponse:
+    logger.warning("index unavailable: %s", exc)
+    return error_response(503, "index_unavailable", str(exc))
+
+
+async def _validation_error(request: Request, exc: Exception) -> JSONResponse:
+    assert isinstance(exc, RequestValidationError)
+    problems = []
+    for err in exc.errors():
+        where = ".".join(str(p) for p in err.get("loc", ())[1:]) or "request"
+        problems.append(f"{where}: {err.get('msg', 'invalid value')}")
+    return error_response(400, "bad_parameter", "; ".join(problems) or "Invalid request.")
+
+
+async def _http_error(request: Request, exc: Exception) -> JSONResponse:
+    assert isinstance(exc, StarletteHTTPException)
+    code = {404: "not_found", 405: "method_not_allowed"}.get(exc.status_code, "http_error")
+    return error_response(exc.status_code, code, str(exc.detail))
+
+
+def register_error_handlers(app: FastAPI) -> None:
+    app.add_exception_handler(QueryError, _query_error)
+    app.add_exception_handler(IndexStateError, _index_error)
+    app.add_exception_handler(RequestValidationError, _validation_error)
+    app.add_exception_handler(StarletteHTTPException, _http_error)

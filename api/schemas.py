@@ -1,0 +1,74 @@
+"""Response models of the HTTP API: the only place domain types become JSON."""
+
+from __future__ import annotations
+
+from typing import Self
+
+from pydantic import BaseModel, Field
+
+from core.types import Hit, SearchResponse
+
+
+class HitModel(BaseModel):
+    doc_id: str = Field(description="Trawl's document id (decimal string: it exceeds 2^53).")
+    url: str
+    title: str
+    snippet: str = Field(description="HTML-escaped text; query matches wrapped in <mark>…</mark>.")
+    score: float
+
+    @classmethod
+    def from_domain(cls, hit: Hit) -> Self:
+        return cls(
+            doc_id=str(int(hit.doc_id)), url=hit.url, title=hit.title, snippet=hit.snippet, score=hit.score
+        )
+
+
+class ParsedQueryModel(BaseModel):
+    terms: list[str]
+    phrases: list[str]
+    excluded: list[str]
+    site: str | None
+    lang: str | None
+    filetype: str | None
+
+
+class SearchResponseModel(BaseModel):
+    query: str
+    parsed: ParsedQueryModel
+    total: int
+    page: int
+    size: int
+    took_ms: float
+    ranker: str
+    results: list[HitModel]
+
+    @classmethod
+    def from_domain(cls, response: SearchResponse) -> Self:
+        q = response.query
+        return cls(
+            query=q.raw,
+            parsed=ParsedQueryModel(
+                terms=list(q.terms),
+                phrases=list(q.phrases),
+                excluded=list(q.excluded),
+                site=q.site,
+                lang=q.lang,
+                filetype=q.filetype,
+            ),
+            total=response.total,
+            page=response.page,
+            size=response.size,
+            took_ms=round(response.took_ms, 3),
+            ranker=response.ranker,
+            results=[HitModel.from_domain(h) for h in response.hits],
+        )
+
+
+class ErrorModel(BaseModel):
+    error: str = Field(description="A stable machine-readable code, e.g. bad_query.")
+    detail: str = Field(description="What was wrong and what to do instead.")
+
+
+class HealthModel(BaseModel):
+    status: str
+    documents: int

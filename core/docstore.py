@@ -1,0 +1,175 @@
+"""The docstore: parsed documents as append-only Parquet segments with a manifest.
+
+This is the seam between the crawler (the only writer) and index building (a
+reader): neither imports the other. Segments are immutable, so a reader can tail the
+manifest for incremental indexing. ``append`` writes a segment to a temporary file,
+renames it into place, then replaces ``segments.json`` the same way, so a reader sees
+either the old manifest or the new one, never a half-written segment. A segment file
+that a crash left out of the manifest is ignored (its name is never reused).
+
+A document appended again (a recrawl that changed, a duplicate cluster that grew)
+supersedes the earlier version: ``iter_documents()`` yields only the latest version of
+each ``doc_id``.
+
+Example::
+
+    store = DocStore(Path("data/docs"))
+    store.append([Document(doc_id_for(url), url, "Title", "Body")])
+    for doc in store.iter_documents():
+        ...
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import re
+from collections.abc import Iterable, Iterator
+from dataclasses import fields
+from pathlib import Path
+from typing import Any
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+from core.types import DocId, Document
+
+logger = logging.getLogger(__name__)
+
+__all__ = ["DOCUMENT_SCHEMA", "DocStore"]
+
+MANIFEST = "segments.json"
+_SEGMENT = re.compile(r"^seg-(\d{6,})\.parquet$")
+_FORMAT = 1
+
+DOCUMENT_SCHEMA = pa.schema(
+    [
+        pa.field("doc_id", pa.int64(), nullable=False),
+        pa.field("url", pa.string(), nullable=False),
+        pa.field("title", pa.string()),
+        pa.field("body", pa.string()),
+        pa.field("headings", pa.list_(pa.string())),
+        pa.field("anchors", pa.list_(pa.string())),
+        pa.field("host", pa.string()),
+        pa.field("lang", pa.string()),
+        pa.field("filetype", pa.string()),
+        pa.field("description", pa.string()),
+        pa.field("external_id", pa.string()),
+        pa.field("published_at", pa.float64()),
+        pa.field("fetched_at", pa.float64()),
+        pa.field("content_hash", pa.string()),
+        pa.field("simhash", pa.uint64()),
+        pa.field("pagerank", pa.float64()),
+        pa.field("dup_cluster_size", pa.int32()),
+        pa.field("outlinks", pa.list_(pa.string())),
+    ]
+)
+_FIELD_NAMES = tuple(f.name for f in fields(Document))
+_TUPLE_FIELDS = frozenset({"headings", "anchors", "outlinks"})
+assert set(_FIELD_NAMES) == set(DOCUMENT_SCHEMA.names), "Document and DOCUMENT_SCHEMA disagree"
+
+
+def _write_atomically(path: Path, data: bytes) -> None:
+    tmp = path.with_name(f".{path.name}.tmp-{os.getpid()}")
+    with open(tmp, "wb") as handle:
+        handle.write(data)
+        handle.flush()
+        os.fsync(handle.fileno())
+    os.replace(tmp, path)
+
+
+class DocStore:
+    """Append-only Parquet segments of ``Document`` records under ``root``."""
+
+    def __init__(self, root: Path) -> None:
+        self.root = Path(root)
+
+    def _manifest_path(self) -> Path:
+        return self.root / MANIFEST
+
+    def segments(self) -> list[str]:
+        """Segment file names in append order."""
+        path = self._manifest_path()
+        if not path.exists():
+            return []
+        manifest = json.loads(path.read_text())
+        return [entry["name"] for entry in manifest["segments"]]
+
+    def _manifest_entries(self) -> list[dict[str, Any]]:
+        path = self._manifest_path()
+        if not path.exists():
+            return []
+        entries: list[dict[str, Any]] = json.loads(path.read_text())["segments"]
+        return entries
+
+    def _next_segment_name(self) -> str:
+        numbers = [0]
+        if self.root.exists():
+            for child in self.root.iterdir():
+                match = _SEGMENT.match(child.name)
+                if match:
+                    numbers.append(int(match.group(1)))
+        return f"seg-{max(numbers) + 1:06d}.parquet"
+
+    def append(self, docs: Iterable[Document]) -> str:
+        """Write the documents as one new segment; returns its name (``""`` if none given)."""
+        columns: dict[str, list[Any]] = {name: [] for name in _FIELD_NAMES}
+        count = 0
+        for doc in docs:
+            for name in _FIELD_NAMES:
+                value = getattr(doc, name)
+                columns[name].append(list(value) if name in _TUPLE_FIELDS else value)
+            count += 1
+        if count == 0:
+            return ""
+        self.root.mkdir(parents=True, exist_ok=True)
+        table = pa.table(columns, schema=DOCUMENT_SCHEMA)
+        name = self._next_segment_name()
+        sink = pa.BufferOutputStream()
+        pq.write_table(table, sink, compression="zstd")
+        _write_atomically(self.root / name, sink.getvalue().to_pybytes())
+        entries = self._manifest_entries()
+        entries.append({"name": name, "rows": count})
+        manifest = {"format": _FORMAT, "segments": entries}
+        _write_atomically(self._manifest_path(), json.dumps(manifest, indent=1).encode())
+        logger.info("Docstore segment %s written (%d documents)", name, count)
+        return name
+
+    def _read(self, segment: str) -> pa.Table:
+        return pq.read_table(self.root / segment, schema=DOCUMENT_SCHEMA)
+
+    def _latest_positions(self) -> dict[int, tuple[int, int]]:
+        """doc_id → (segment index, row) of its latest version."""
+        latest: dict[int, tuple[int, int]] = {}
+        for index, segment in enumerate(self.segments()):
+            ids = pq.read_table(self.root / segment, columns=["doc_id"]).column(0).to_pylist()
+            for row, doc_id in enumerate(ids):
+                latest[doc_id] = (index, row)
+        return latest
+
+    def iter_documents(self, segment: str | None = None) -> Iterator[Document]:
+        """Documents of one segment (all its rows), or the latest version of every
+        document across all segments, in append order, when ``segment`` is None."""
+        if segment is not None:
+            yield from _rows_to_documents(self._read(segment))
+            return
+        latest = self._latest_positions()
+        for index, name in enumerate(self.segments()):
+            table = self._read(name)
+            ids = table.column("doc_id").to_pylist()
+            keep = [row for row, doc_id in enumerate(ids) if latest[doc_id] == (index, row)]
+            if keep:
+                yield from _rows_to_documents(table.take(keep))
+
+    def __len__(self) -> int:
+        """Number of distinct documents (latest versions)."""
+        return len(self._latest_positions())
+
+
+def _rows_to_documents(table: pa.Table) -> Iterator[Document]:
+    for record in table.to_pylist():
+        for name in _TUPLE_FIELDS:
+            record[name] = tuple(record[name] or ())
+        record["doc_id"] = DocId(record["doc_id"])
+        yield Document(**record)

@@ -1,0 +1,118 @@
+"""The link graph: append-only Parquet files of (src_url, dst_url, anchor_text) edges.
+
+PageRank and anchor text are batch jobs over the whole graph, so edges are written in
+columnar files the crawler appends and Polars reads in one scan. URLs are canonical
+(``crawl.urls.canonicalize_url``), the same strings as ``Document.url``. Files are
+written to a temporary name and renamed, so a reader never sees a partial file.
+
+Example::
+
+    store = LinkGraphStore(Path("data/links"))
+    store.append([Edge("https://a.org/", "https://b.org/", "B's home")])
+    anchors = anchors_by_target(store.read_edges())   # {"https://b.org/": ["B's home"]}
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import re
+from collections.abc import Iterable
+from dataclasses import dataclass
+from pathlib import Path
+
+import polars as pl
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+logger = logging.getLogger(__name__)
+
+__all__ = ["EDGE_SCHEMA", "Edge", "LinkGraphStore", "anchors_by_target"]
+
+_EDGES = re.compile(r"^edges-(\d{6,})\.parquet$")
+EDGE_SCHEMA = pa.schema(
+    [
+        pa.field("src_url", pa.string(), nullable=False),
+        pa.field("dst_url", pa.string(), nullable=False),
+        pa.field("anchor_text", pa.string(), nullable=False),
+    ]
+)
+
+
+@dataclass(frozen=True, slots=True)
+class Edge:
+    src_url: str
+    dst_url: str
+    anchor_text: str = ""
+
+
+class LinkGraphStore:
+    """Edge files under ``root``, named ``edges-NNNNNN.parquet`` in append order."""
+
+    def __init__(self, root: Path) -> None:
+        self.root = Path(root)
+
+    def files(self) -> list[Path]:
+        if not self.root.exists():
+            return []
+        found = [(int(m.group(1)), p) for p in self.root.iterdir() if (m := _EDGES.match(p.name))]
+        return [path for _, path in sorted(found)]
+
+    def append(self, edges: Iterable[Edge]) -> str:
+        """Write the edges as one new file; returns its name (``""`` if none given)."""
+        src: list[str] = []
+        dst: list[str] = []
+        text: list[str] = []
+        for edge in edges:
+            src.append(edge.src_url)
+            dst.append(edge.dst_url)
+            text.append(edge.anchor_text)
+        if not src:
+            return ""
+        self.root.mkdir(parents=True, exist_ok=True)
+        existing = self.files()
+        serial = int(_EDGES.match(existing[-1].name).group(1)) + 1 if existing else 1  # type: ignore[union-attr]
+        name = f"edges-{serial:06d}.parquet"
+        tmp = self.root / f".{name}.tmp-{os.getpid()}"
+        table = pa.table({"src_url": src, "dst_url": dst, "anchor_text": text}, schema=EDGE_SCHEMA)
+        pq.write_table(table, tmp, compression="zstd")
+        os.replace(tmp, self.root / name)
+        return name
+
+    def read_edges(self) -> pl.DataFrame:
+        """All edges, in append order (empty frame with the three columns when none)."""
+        files = self.files()
+        if not files:
+            return pl.DataFrame(
+                {"src_url": [], "dst_url": [], "anchor_text": []},
+                schema={"src_url": pl.String, "dst_url": pl.String, "anchor_text": pl.String},
+            )
+        return pl.concat([pl.read_parquet(path) for path in files], how="vertical")
+
+
+def anchors_by_target(
+    edges: pl.DataFrame, *, max_per_target: int = 32, same_host: bool = True
+) -> dict[str, list[str]]:
+    """Distinct non-empty anchor texts of the links pointing to each URL.
+
+    Self-links are dropped. ``same_host=False`` keeps only links from other hosts
+    (navigation menus repeat the same anchors on every page of a site). At most
+    ``max_per_target`` anchors per target, most frequent first, so a page linked from
+    every page of a big site does not carry thousands of copies.
+    """
+    frame = edges.with_columns(pl.col("anchor_text").str.strip_chars().alias("anchor_text")).filter(
+        (pl.col("anchor_text") != "") & (pl.col("src_url") != pl.col("dst_url"))
+    )
+    if not same_host:
+        host = r"^[a-z]+://([^/]+)"
+        frame = frame.filter(
+            pl.col("src_url").str.extract(host, 1) != pl.col("dst_url").str.extract(host, 1)
+        )
+    counted = (
+        frame.group_by("dst_url", "anchor_text")
+        .len()
+        .sort(["dst_url", "len", "anchor_text"], descending=[False, True, False])
+        .group_by("dst_url", maintain_order=True)
+        .agg(pl.col("anchor_text").head(max_per_target))
+    )
+    return {row[0]: list(row[1]) for row in counted.iter_rows()}

@@ -1,0 +1,130 @@
+"""Settings from the environment (``TRAWL_*``, nested with ``__``) and an optional TOML file.
+
+Built once at an entry point (a ``trawl`` command or ``api.app.create_app``) and passed
+down; components take plain values in ``__init__`` and offer ``from_settings``.
+
+Example: ``TRAWL_SEARCH__MAX_PAGE_SIZE=50 trawl serve --index data/index``, or a
+``trawl.toml`` with a ``[search]`` table, named by ``TRAWL_CONFIG`` or passed to
+:func:`load_settings`.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Any, Literal
+
+from pydantic import BaseModel, Field
+from pydantic_settings import (
+    BaseSettings,
+    PydanticBaseSettingsSource,
+    SettingsConfigDict,
+    TomlConfigSettingsSource,
+)
+
+
+class SearchSettings(BaseModel):
+    """Query-time knobs of the lexical path."""
+
+    default_page_size: int = Field(10, ge=1, le=100)
+    max_page_size: int = Field(50, ge=1, le=1000)
+    max_page: int = Field(100, ge=1)
+    max_query_chars: int = Field(2048, ge=16)
+    """Longer queries are cut to this many characters (a parse, not an error)."""
+    max_query_terms: int = Field(64, ge=1)
+    title_boost: float = Field(0.5, gt=0)
+    """Added on top of the body (the title is indexed in the body too); see FieldBoosts."""
+    headings_boost: float = Field(0.4, gt=0)
+    anchors_boost: float = Field(1.2, gt=0)
+    body_boost: float = Field(1.0, gt=0)
+    snippet_chars: int = Field(220, ge=40, le=2000)
+
+
+class EmbedSettings(BaseModel):
+    """Embedding model and vector index parameters."""
+
+    batch_size: int = Field(32, ge=1)
+    max_seq_length: int = Field(256, ge=16, le=512)
+    passage_words: int = Field(160, ge=16)
+    passage_stride: int = Field(120, ge=8)
+    hnsw_m: int = Field(16, ge=2)
+    hnsw_ef_construction: int = Field(200, ge=8)
+    hnsw_ef: int = Field(100, ge=8)
+    query_cache_size: int = Field(1024, ge=0)
+    precision: Literal["auto", "fp32", "bf16"] = "auto"
+    """auto: bf16 autocast when the CPU has AVX-512 BF16/AMX and agrees with fp32, else fp32."""
+    torch_threads: int | None = Field(None, ge=1)
+    """None: one per CPU this process may use."""
+    vector_k: int = Field(100, ge=1)
+    """Vector candidates per shard for hybrid recall (lexical gets the same depth)."""
+    rrf_k: int = Field(60, ge=1)
+    backfill_chunk_docs: int = Field(256, ge=1)
+    """Documents per backfill chunk: the unit of work lost when a job is killed."""
+
+
+class CrawlSettings(BaseModel):
+    """Politeness, budgets and fetch limits of the crawler."""
+
+    user_agent: str = "TrawlBot/0.1 (+https://github.com/trawl-search/trawl; crawler@trawl.invalid)"
+    min_delay_s: float = Field(1.0, ge=0)
+    response_time_factor: float = Field(2.0, ge=0)
+    max_page_bytes: int = Field(5 * 1024 * 1024, ge=1024)
+    fetch_timeout_s: float = Field(15.0, gt=0)
+    max_redirects: int = Field(5, ge=0)
+    max_depth: int = Field(10, ge=0)
+    max_pages: int = Field(10_000, ge=1)
+    max_pages_per_host: int = Field(5_000, ge=1)
+    max_links_per_page: int = Field(500, ge=1)
+    robots_ttl_s: float = Field(86_400, gt=0)
+    allow_private: bool = False
+    concurrency: int = Field(16, ge=1)
+
+
+class ApiSettings(BaseModel):
+    host: str = "127.0.0.1"
+    port: int = Field(8000, ge=0, le=65535)
+
+
+class Settings(BaseSettings):
+    """All of Trawl's settings, one nested section per package."""
+
+    model_config = SettingsConfigDict(
+        env_prefix="TRAWL_", env_nested_delimiter="__", extra="forbid", toml_file=None
+    )
+
+    data_dir: Path = Path("data")
+    search: SearchSettings = SearchSettings()
+    embed: EmbedSettings = EmbedSettings()
+    crawl: CrawlSettings = CrawlSettings()
+    api: ApiSettings = ApiSettings()
+
+    @classmethod
+    def settings_customise_sources(
+        cls,
+        settings_cls: type[BaseSettings],
+        init_settings: PydanticBaseSettingsSource,
+        env_settings: PydanticBaseSettingsSource,
+        dotenv_settings: PydanticBaseSettingsSource,
+        file_secret_settings: PydanticBaseSettingsSource,
+    ) -> tuple[PydanticBaseSettingsSource, ...]:
+        # Precedence: explicit arguments, then environment, then the TOML file.
+        sources: list[PydanticBaseSettingsSource] = [init_settings, env_settings]
+        toml_path = os.environ.get("TRAWL_CONFIG")
+        if toml_path:
+            sources.append(TomlConfigSettingsSource(settings_cls, toml_file=Path(toml_path)))
+        return tuple(sources)
+
+
+def load_settings(toml_file: Path | None = None, **overrides: Any) -> Settings:
+    """Build settings from overrides, ``TRAWL_*`` variables and an optional TOML file."""
+    if toml_file is None:
+        return Settings(**overrides)
+    previous = os.environ.get("TRAWL_CONFIG")
+    os.environ["TRAWL_CONFIG"] = str(toml_file)
+    try:
+        return Settings(**overrides)
+    finally:
+        if previous is None:
+            del os.environ["TRAWL_CONFIG"]
+        else:
+            os.environ["TRAWL_CONFIG"] = previous

@@ -1,0 +1,115 @@
+"""Domain types shared by every package.
+
+They live in ``core`` so that ``crawl``, ``retrieval``, ``rerank``, ``training`` and
+``api`` can all speak the same language without importing each other. They are
+frozen, slotted dataclasses: cheap, hashable and typed. Pydantic only appears at the
+edges (settings and API schemas).
+"""
+
+from __future__ import annotations
+
+import hashlib
+from dataclasses import dataclass, field
+from typing import NewType
+
+DocId = NewType("DocId", int)
+"""A 63-bit hash of the canonical URL (or of a BEIR ``_id``): positive, so it is a
+valid hnswlib label and a Tantivy u64 fast field as well."""
+
+
+def doc_id_for(key: str) -> DocId:
+    """Stable 63-bit id for a canonical URL or external id.
+
+    >>> doc_id_for("https://example.org/") == doc_id_for("https://example.org/")
+    True
+    """
+    digest = hashlib.blake2b(key.encode("utf-8"), digest_size=8).digest()
+    return DocId(int.from_bytes(digest, "big") & ((1 << 63) - 1))
+
+
+@dataclass(frozen=True, slots=True)
+class Document:
+    """One parsed, cleaned page (or one corpus record) as stored in the docstore."""
+
+    doc_id: DocId
+    url: str
+    title: str
+    body: str
+    headings: tuple[str, ...] = ()
+    anchors: tuple[str, ...] = ()
+    """Anchor texts of links *pointing to* this page (filled by the link-graph job)."""
+    host: str = ""
+    lang: str = ""
+    filetype: str = "html"
+    description: str = ""
+    external_id: str = ""
+    """The id the document had in its source collection (BEIR ``_id``); empty for crawled pages."""
+    published_at: float | None = None
+    """Unix seconds, when the page declares it."""
+    fetched_at: float | None = None
+    content_hash: str = ""
+    simhash: int = 0
+    pagerank: float = 0.0
+    dup_cluster_size: int = 1
+    outlinks: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
+class Query:
+    """A parsed user query. Built by :func:`retrieval.analyzer.parse_query`."""
+
+    raw: str
+    terms: tuple[str, ...] = ()
+    phrases: tuple[str, ...] = ()
+    excluded: tuple[str, ...] = ()
+    site: str | None = None
+    lang: str | None = None
+    filetype: str | None = None
+
+    @property
+    def is_empty(self) -> bool:
+        """True when nothing positive is asked for (exclusions alone match nothing)."""
+        return not self.terms and not self.phrases
+
+    @property
+    def positive_text(self) -> str:
+        """Free terms and phrase words as one string: what an embedder should see."""
+        return " ".join((*self.terms, *self.phrases))
+
+
+@dataclass(frozen=True, slots=True)
+class ScoredDoc:
+    """A document id with one score from one retriever."""
+
+    doc_id: DocId
+    score: float
+
+
+@dataclass(frozen=True, slots=True)
+class Hit:
+    """One ranked result, ready for presentation."""
+
+    doc_id: DocId
+    url: str
+    title: str
+    snippet: str
+    """HTML-escaped text with matched terms wrapped in ``<mark>…</mark>``."""
+    score: float
+    external_id: str = ""
+
+
+@dataclass(frozen=True, slots=True)
+class SearchResponse:
+    """What a search returns, before it is turned into JSON or HTML."""
+
+    query: Query
+    total: int
+    page: int
+    size: int
+    hits: tuple[Hit, ...]
+    took_ms: float
+    ranker: str = "bm25"
+    generation: str = ""
+    partial: bool = False
+    missing_shards: tuple[int, ...] = ()
+    timings_ms: dict[str, float] = field(default_factory=dict)

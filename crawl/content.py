@@ -1,0 +1,123 @@
+"""Content-type sniffing and charset detection: trust headers only as far as the bytes agree.
+
+Servers mislabel: images and archives go out as ``text/html``, Latin-1 pages declare
+UTF-8 and the reverse. Parsing a PNG as HTML fills the index with garbage; decoding
+with the wrong charset turns every accent into mojibake. The rules follow the WHATWG
+MIME sniffing "binary data bytes" check and the browsers' order for encodings
+(BOM, then HTTP header, then ``<meta charset>``), checked against the bytes.
+"""
+
+from __future__ import annotations
+
+import codecs
+import re
+
+import charset_normalizer
+
+__all__ = ["decode_html", "is_html_body", "parse_content_type"]
+
+_BINARY_SIGNATURES = (
+    b"\x89PNG",
+    b"GIF8",
+    b"\xff\xd8\xff",
+    b"%PDF-",
+    b"PK\x03\x04",
+    b"\x1f\x8b",
+    b"BZh",
+    b"\xfd7zXZ",
+    b"7z\xbc\xaf",
+    b"Rar!",
+    b"RIFF",
+    b"OggS",
+    b"ID3",
+    b"\x00\x00\x01\x00",
+    b"wOFF",
+    b"wOF2",
+    b"\x7fELF",
+)
+_BINARY_BYTES = frozenset(
+    list(range(0x00, 0x09)) + [0x0B] + list(range(0x0E, 0x1B)) + list(range(0x1C, 0x20))
+)
+_HTML_TYPES = frozenset({"text/html", "application/xhtml+xml"})
+_META_CHARSET = re.compile(rb"""<meta[^>]+charset\s*=\s*["']?\s*([a-zA-Z0-9_\-:.]+)""", re.IGNORECASE)
+_SINGLE_BYTE = frozenset({"latin_1", "iso8859-1", "cp1252", "ascii", "iso8859-15"})
+
+
+def parse_content_type(header: str) -> tuple[str, str]:
+    """``("text/html", "utf-8")`` from ``"text/html; charset=UTF-8"``; missing parts are ``""``."""
+    media, _, params = header.partition(";")
+    charset = ""
+    for param in params.split(";"):
+        name, _, value = param.partition("=")
+        if name.strip().lower() == "charset":
+            charset = value.strip().strip("\"'").lower()
+    return media.strip().lower(), charset
+
+
+def _looks_binary(prefix: bytes) -> bool:
+    if prefix.startswith((codecs.BOM_UTF16_LE, codecs.BOM_UTF16_BE, codecs.BOM_UTF8)):
+        return False
+    if prefix.startswith(_BINARY_SIGNATURES):
+        return True
+    return any(b in _BINARY_BYTES for b in prefix[:1024])
+
+
+def is_html_body(media_type: str, body: bytes) -> bool:
+    """True when the response should be parsed as HTML.
+
+    A declared HTML type whose first bytes are binary is not HTML; a missing type is
+    sniffed from the bytes (``<html``, ``<!doctype html`` and friends).
+    """
+    prefix = body[:1024]
+    if media_type in _HTML_TYPES:
+        return not _looks_binary(prefix)
+    if media_type:
+        return False
+    head = prefix.lstrip().lower()
+    return not _looks_binary(prefix) and head.startswith(
+        (b"<!doctype html", b"<html", b"<head", b"<body", b"<title", b"<p", b"<div")
+    )
+
+
+def _codec_name(label: str) -> str:
+    try:
+        return codecs.lookup(label).name
+    except LookupError:
+        return ""
+
+
+def decode_html(body: bytes, declared_charset: str = "") -> tuple[str, str]:
+    """Decode an HTML body; returns ``(text, codec_name)``.
+
+    Order: byte-order mark; the declared charset (HTTP header, else ``<meta>``) when
+    the bytes decode cleanly with it; charset detection otherwise. A single-byte
+    declaration on bytes that are valid multi-byte UTF-8 is overruled in favour of
+    UTF-8, the commonest mislabel on the web.
+    """
+    for bom, name in ((codecs.BOM_UTF8, "utf-8"), (codecs.BOM_UTF16_LE, "utf-16-le"), (codecs.BOM_UTF16_BE, "utf-16-be")):
+        if body.startswith(bom):
+            return body[len(bom) :].decode(name, errors="replace"), name
+    declared = _codec_name(declared_charset) if declared_charset else ""
+    if not declared:
+        match = _META_CHARSET.search(body[:2048])
+        declared = _codec_name(match.group(1).decode("ascii", "ignore")) if match else ""
+    if declared in _SINGLE_BYTE and not body.isascii():
+        try:
+            return body.decode("utf-8"), "utf-8"
+        except UnicodeDecodeError:
+            pass
+    if declared:
+        try:
+            return body.decode(declared), declared
+        except (UnicodeDecodeError, LookupError):
+            pass
+    if body.isascii():
+        return body.decode("ascii"), "ascii"
+    try:
+        return body.decode("utf-8"), "utf-8"
+    except UnicodeDecodeError:
+        pass
+    best = charset_normalizer.from_bytes(body[:65536]).best()
+    name = _codec_name(best.encoding) if best is not None else ""
+    name = name or "cp1252"
+    return body.decode(name, errors="replace"), name

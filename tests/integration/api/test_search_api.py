@@ -1,0 +1,152 @@
+"""The API on a real index, queried over HTTP on 127.0.0.1."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+import httpx
+import pytest
+
+from api.app import create_app
+from core.settings import Settings
+from retrieval.build import build_index
+from tests.conftest import ServerThread
+from tests.fixtures.docs import SMALL_WEB
+
+
+@pytest.fixture(scope="module")
+def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServerThread]:
+    index = tmp_path_factory.mktemp("api") / "index"
+    build_index(SMALL_WEB, index, shards=2)
+    app = create_app(Settings(), index_dir=index)
+    with ServerThread(app) as running:
+        yield running
+
+
+@pytest.fixture
+def client(server: ServerThread) -> Iterator[httpx.Client]:
+    with httpx.Client(base_url=server.url, timeout=10) as c:
+        yield c
+
+
+def test_search_returns_ranked_highlighted_results(client: httpx.Client) -> None:
+    r = client.get("/v1/search", params={"q": '"list comprehension" -lazy', "size": 5})
+    assert r.status_code == 200
+    body = r.json()
+    assert set(body) >= {"query", "total", "page", "took_ms", "results"}
+    assert body["total"] == 2 and body["page"] == 1
+    assert [x["url"] for x in body["results"]][0] == "https://docs.python.org/3/tutorial/datastructures.html"
+    first = body["results"][0]
+    assert set(first) == {"doc_id", "url", "title", "snippet", "score"}
+    assert "<mark>List</mark> <mark>comprehensions</mark>" in first["snippet"]
+
+
+def test_page_markup_never_reaches_results(client: httpx.Client) -> None:
+    body = client.get("/v1/search", params={"q": "dough"}).json()
+    snippet = body["results"][0]["snippet"]
+    assert "<script>" not in snippet and "&lt;script&gt;alert(1)&lt;/script&gt; &amp; more." in snippet
+
+
+@pytest.mark.parametrize(
+    ("params", "status", "error"),
+    [
+        ({"q": ""}, 400, "bad_query"),
+        ({}, 400, "bad_parameter"),
+        ({"q": "x", "page": "0"}, 400, "bad_parameter"),
+        ({"q": "x", "page": "abc"}, 400, "bad_parameter"),
+        ({"q": "x", "size": "1000"}, 400, "bad_query"),
+        ({"q": "x", "sort": "date"}, 400, "bad_query"),
+        ({"q": "lang:klingon-tongue"}, 400, "bad_query"),
+    ],
+)
+def test_bad_parameters_get_4xx_json(
+    client: httpx.Client, params: dict[str, str], status: int, error: str
+) -> None:
+    r = client.get("/v1/search", params=params)
+    assert (r.status_code, r.json()["error"]) == (status, error)
+    assert r.json()["detail"]
+
+
+NASTY = [
+    '"',
+    '""',
+    '"""',
+    "-",
+    "--",
+    "- -",
+    ":",
+    "::",
+    "site:",
+    "site:.",
+    "site:[::1]",
+    "lang:",
+    "filetype:",
+    "a:b:c",
+    "(((",
+    ")))",
+    "[x TO y]",
+    "{a}",
+    "\\",
+    "\\\\",
+    "+",
+    "!",
+    "^",
+    "~",
+    "*",
+    "title:foo",
+    "AND OR NOT",
+    "/slip flow/",
+    "can't I'm",
+    "\x00",
+    "\x1b[31m",
+    "\ud7ff",
+    "🚀🔥",
+    "ｆｕｌｌｗｉｄｔｈ",
+    "א ב ג",
+    "日本語 検索",
+    "%00",
+    "%",
+    "<script>alert(1)</script>",
+    "' OR 1=1 --",
+    "x" * 10_000,
+    "list " * 3000,
+    '"list comprehension',
+    "-list -comprehension",
+    "site:python.org -",
+    "lang:en lang:de",
+    "NaN",
+    "1e309",
+]
+
+
+@pytest.mark.parametrize("q", NASTY, ids=range(len(NASTY)))
+def test_nasty_queries_never_5xx(client: httpx.Client, q: str) -> None:
+    for path in ("/v1/search", "/"):
+        r = client.get(path, params={"q": q})
+        assert r.status_code in (200, 400), (q, r.status_code, r.text[:200])
+        if path == "/v1/search" and r.status_code == 400:
+            assert r.json()["detail"]
+
+
+def test_healthz_and_unknown_route(client: httpx.Client) -> None:
+    assert client.get("/healthz").json() == {"status": "ok", "documents": len(SMALL_WEB)}
+    r = client.get("/v2/nothing")
+    assert (r.status_code, r.json()["error"]) == (404, "not_found")
+
+
+def test_search_page_renders_results_and_paging(client: httpx.Client) -> None:
+    r = client.get("/", params={"q": "list"})
+    assert r.status_code == 200 and "text/html" in r.headers["content-type"]
+    total = client.get("/v1/search", params={"q": "list"}).json()["total"]
+    assert total == 6
+    assert r.text.count('class="result"') == total
+    assert "6 results · page 1 of 1" in r.text
+    assert "<mark>" in r.text
+    empty = client.get("/")
+    assert empty.status_code == 200 and 'name="q"' in empty.text
+
+
+def test_openapi_documents_search(client: httpx.Client) -> None:
+    spec = client.get("/openapi.json").json()
+    params = {p["name"] for p in spec["paths"]["/v1/search"]["get"]["parameters"]}
+    assert params == {"q", "page", "size"}

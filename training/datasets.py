@@ -1,0 +1,94 @@
+"""Loaders for BEIR-layout collections: ``corpus.jsonl``, ``queries.jsonl``, ``qrels/test.tsv``."""
+
+from __future__ import annotations
+
+import csv
+import hashlib
+import json
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+from core.errors import ConfigError
+from core.types import Document, doc_id_for
+
+Qrels = dict[str, dict[str, int]]
+"""query id → document external id → relevance grade."""
+
+
+@dataclass(frozen=True, slots=True)
+class BeirDataset:
+    """A judged collection on disk. Nothing is loaded until asked for."""
+
+    root: Path
+
+    @property
+    def name(self) -> str:
+        return self.root.resolve().name
+
+    @classmethod
+    def open(cls, root: Path) -> BeirDataset:
+        root = Path(root)
+        missing = [p for p in ("corpus.jsonl",) if not (root / p).exists()]
+        if missing:
+            raise ConfigError(
+                f"{root} is not a BEIR collection: {', '.join(missing)} is missing "
+                "(expected corpus.jsonl, queries.jsonl and qrels/test.tsv)."
+            )
+        return cls(root)
+
+    def fingerprint(self) -> str:
+        """Changes when the corpus file changes: keys cached indexes."""
+        stat = (self.root / "corpus.jsonl").stat()
+        raw = f"{self.root.resolve()}:{stat.st_size}:{stat.st_mtime_ns}"
+        return hashlib.blake2b(raw.encode(), digest_size=6).hexdigest()
+
+    def doc_id(self, external_id: str) -> int:
+        return doc_id_for(f"beir:{self.name}:{external_id}")
+
+    def iter_documents(self) -> Iterator[Document]:
+        with (self.root / "corpus.jsonl").open(encoding="utf-8") as handle:
+            for line_no, line in enumerate(handle, 1):
+                if not line.strip():
+                    continue
+                try:
+                    record = json.loads(line)
+                    external_id = str(record["_id"])
+                except (json.JSONDecodeError, KeyError) as exc:
+                    raise ConfigError(
+                        f"{self.root / 'corpus.jsonl'} line {line_no} is not a BEIR record: {exc}"
+                    ) from exc
+                yield Document(
+                    doc_id=doc_id_for(f"beir:{self.name}:{external_id}"),
+                    url=f"beir://{self.name}/{external_id}",
+                    title=str(record.get("title") or ""),
+                    body=str(record.get("text") or ""),
+                    host=self.name,
+                    lang="en",
+                    filetype="txt",
+                    external_id=external_id,
+                )
+
+    def queries(self) -> dict[str, str]:
+        out: dict[str, str] = {}
+        with (self.root / "queries.jsonl").open(encoding="utf-8") as handle:
+            for line in handle:
+                if line.strip():
+                    record = json.loads(line)
+                    out[str(record["_id"])] = str(record["text"])
+        return out
+
+    def qrels(self, split: str = "test") -> Qrels:
+        qrels: Qrels = {}
+        with (self.root / "qrels" / f"{split}.tsv").open(encoding="utf-8") as handle:
+            reader = csv.reader(handle, delimiter="\t")
+            for row in reader:
+                if len(row) < 3 or not row[2].strip().lstrip("-").isdigit():
+                    continue  # header or malformed line
+                qrels.setdefault(row[0], {})[row[1]] = int(row[2])
+        return qrels
+
+    def judged_queries(self) -> dict[str, str]:
+        """Queries that have at least one judgment, in query-file order."""
+        qrels = self.qrels()
+        return {qid: text for qid, text in self.queries().items() if qid in qrels}
