@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Self
+from typing import Any, Self
 
 from pydantic import BaseModel, Field
 
@@ -15,11 +15,17 @@ class HitModel(BaseModel):
     title: str
     snippet: str = Field(description="HTML-escaped text; query matches wrapped in <mark>…</mark>.")
     score: float
+    explain: dict[str, Any] | None = Field(None, description="Only with explain=true.")
 
     @classmethod
     def from_domain(cls, hit: Hit) -> Self:
         return cls(
-            doc_id=str(int(hit.doc_id)), url=hit.url, title=hit.title, snippet=hit.snippet, score=hit.score
+            doc_id=str(int(hit.doc_id)),
+            url=hit.url,
+            title=hit.title,
+            snippet=hit.snippet,
+            score=hit.score,
+            explain=hit.explain,
         )
 
 
@@ -40,6 +46,13 @@ class SearchResponseModel(BaseModel):
     size: int
     took_ms: float
     ranker: str
+    generation: str = Field(description="The index generation that answered.")
+    partial: bool = Field(description="True when a shard (or its vectors) did not answer in time.")
+    missing_shards: list[int]
+    missing_vector_shards: list[int]
+    next_cursor: str | None = Field(description="Pass as cursor= for the next page (deep paging).")
+    cached: bool
+    timings_ms: dict[str, float]
     results: list[HitModel]
 
     @classmethod
@@ -60,6 +73,13 @@ class SearchResponseModel(BaseModel):
             size=response.size,
             took_ms=round(response.took_ms, 3),
             ranker=response.ranker,
+            generation=response.generation,
+            partial=response.partial,
+            missing_shards=list(response.missing_shards),
+            missing_vector_shards=list(response.missing_vector_shards),
+            next_cursor=response.next_cursor,
+            cached=response.cached,
+            timings_ms={k: round(v, 3) for k, v in response.timings_ms.items()},
             results=[HitModel.from_domain(h) for h in response.hits],
         )
 
@@ -72,3 +92,4 @@ class ErrorModel(BaseModel):
 class HealthModel(BaseModel):
     status: str
     documents: int
+    generation: str

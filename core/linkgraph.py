@@ -105,9 +105,7 @@ def anchors_by_target(
     )
     if not same_host:
         host = r"^[a-z]+://([^/]+)"
-        frame = frame.filter(
-            pl.col("src_url").str.extract(host, 1) != pl.col("dst_url").str.extract(host, 1)
-        )
+        frame = frame.filter(pl.col("src_url").str.extract(host, 1) != pl.col("dst_url").str.extract(host, 1))
     counted = (
         frame.group_by("dst_url", "anchor_text")
         .len()

@@ -38,6 +38,18 @@ class SearchSettings(BaseModel):
     anchors_boost: float = Field(1.2, gt=0)
     body_boost: float = Field(1.0, gt=0)
     snippet_chars: int = Field(220, ge=40, le=2000)
+    candidate_k: int = Field(100, ge=10, le=5000)
+    """Lexical and vector candidates per shard for fused rankers (the first window)."""
+    default_ranker: str = "auto"
+    """``auto``: hybrid when the generation has vectors and a model is loaded, else bm25."""
+    hybrid_weight: float = Field(0.5, ge=0, le=1)
+    """Weight of the cosine in the convex hybrid (chosen by cross-validation; see README)."""
+    use_vectors: bool = True
+    deadline_s: float = Field(1.0, gt=0)
+    hedge: bool = True
+    cache_entries: int = Field(4096, ge=0)
+    cache_ttl_s: float = Field(60.0, ge=0)
+    keep_generations: int = Field(3, ge=1)
 
 
 class EmbedSettings(BaseModel):
@@ -78,11 +90,47 @@ class CrawlSettings(BaseModel):
     robots_ttl_s: float = Field(86_400, gt=0)
     allow_private: bool = False
     concurrency: int = Field(16, ge=1)
+    # Added with the crawler (issue 3).
+    scope: Literal["host", "domain", "any"] = "host"
+    allowed_networks: list[str] = []
+    """CIDR blocks crawled even without ``allow_private`` (tests, the demo, an intranet)."""
+    robots_error_ttl_s: float = Field(600, gt=0)
+    """How long a robots.txt answering 5xx (or unreachable) blocks its host before a retry."""
+    max_retries: int = Field(3, ge=0)
+    backoff_base_s: float = Field(2.0, ge=0)
+    max_backoff_s: float = Field(600, ge=0)
+    lease_s: float = Field(300, gt=0)
+    recrawl_initial_s: float = Field(86_400, ge=0)
+    recrawl_min_s: float = Field(3_600, ge=0)
+    recrawl_max_s: float = Field(30 * 86_400, ge=0)
+    near_dup_max_distance: int = Field(3, ge=0, le=3)
+    flush_every: int = Field(200, ge=1)
+    """Results per commit: documents, edges and crawl state are written together."""
+    flush_interval_s: float = Field(2.0, gt=0)
+    warc_max_file_bytes: int = Field(1 << 30, ge=1 << 20)
 
 
 class ApiSettings(BaseModel):
     host: str = "127.0.0.1"
     port: int = Field(8000, ge=0, le=65535)
+
+
+class ExperimentSettings(BaseModel):
+    """Where A/B experiments read their definitions and write their logs (issue 7)."""
+
+    rankers_file: Path = Path("rankers.toml")
+    """Named, versioned ranker configs (``[rankers.NAME]`` tables)."""
+    experiments_file: Path = Path("experiments.toml")
+    """Online experiment definitions; a missing file means no experiment runs."""
+    log_dir: Path | None = None
+    """Impression and click logs; None: ``<data_dir>/experiments/logs``."""
+    buffer_rows: int = Field(512, ge=1, le=1_000_000)
+    """Rows held in memory per log before a Parquet part is written."""
+    flush_interval_s: float = Field(5.0, gt=0)
+    user_header: str = "X-Trawl-User"
+    user_cookie: str = "trawl_uid"
+    impression_cache: int = Field(100_000, ge=0)
+    """Recent impressions kept in memory to validate clicks (warmed from the log at start)."""
 
 
 class Settings(BaseSettings):
@@ -97,6 +145,7 @@ class Settings(BaseSettings):
     embed: EmbedSettings = EmbedSettings()
     crawl: CrawlSettings = CrawlSettings()
     api: ApiSettings = ApiSettings()
+    experiments: ExperimentSettings = ExperimentSettings()
 
     @classmethod
     def settings_customise_sources(

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import hashlib
 from dataclasses import dataclass, field
-from typing import NewType
+from typing import Any, NewType
 
 DocId = NewType("DocId", int)
 """A 63-bit hash of the canonical URL (or of a BEIR ``_id``): positive, so it is a
@@ -96,6 +96,8 @@ class Hit:
     """HTML-escaped text with matched terms wrapped in ``<mark>…</mark>``."""
     score: float
     external_id: str = ""
+    explain: dict[str, Any] | None = None
+    """Why this result ranks where it does (only when asked for)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -112,4 +114,7 @@ class SearchResponse:
     generation: str = ""
     partial: bool = False
     missing_shards: tuple[int, ...] = ()
+    missing_vector_shards: tuple[int, ...] = ()
+    next_cursor: str | None = None
+    cached: bool = False
     timings_ms: dict[str, float] = field(default_factory=dict)

@@ -41,6 +41,27 @@ _BINARY_BYTES = frozenset(
 _HTML_TYPES = frozenset({"text/html", "application/xhtml+xml"})
 _META_CHARSET = re.compile(rb"""<meta[^>]+charset\s*=\s*["']?\s*([a-zA-Z0-9_\-:.]+)""", re.IGNORECASE)
 _SINGLE_BYTE = frozenset({"latin_1", "iso8859-1", "cp1252", "ascii", "iso8859-15"})
+_LATIN_FAMILY = frozenset(
+    {
+        "cp1250",
+        "cp1252",
+        "cp1254",
+        "cp1257",
+        "latin_1",
+        "iso8859-1",
+        "iso8859-2",
+        "iso8859-3",
+        "iso8859-4",
+        "iso8859-9",
+        "iso8859-10",
+        "iso8859-13",
+        "iso8859-14",
+        "iso8859-15",
+        "iso8859-16",
+        "mac-roman",
+        "mac-latin2",
+    }
+)
 
 
 def parse_content_type(header: str) -> tuple[str, str]:
@@ -94,7 +115,11 @@ def decode_html(body: bytes, declared_charset: str = "") -> tuple[str, str]:
     declaration on bytes that are valid multi-byte UTF-8 is overruled in favour of
     UTF-8, the commonest mislabel on the web.
     """
-    for bom, name in ((codecs.BOM_UTF8, "utf-8"), (codecs.BOM_UTF16_LE, "utf-16-le"), (codecs.BOM_UTF16_BE, "utf-16-be")):
+    for bom, name in (
+        (codecs.BOM_UTF8, "utf-8"),
+        (codecs.BOM_UTF16_LE, "utf-16-le"),
+        (codecs.BOM_UTF16_BE, "utf-16-be"),
+    ):
         if body.startswith(bom):
             return body[len(bom) :].decode(name, errors="replace"), name
     declared = _codec_name(declared_charset) if declared_charset else ""
@@ -119,5 +144,8 @@ def decode_html(body: bytes, declared_charset: str = "") -> tuple[str, str]:
         pass
     best = charset_normalizer.from_bytes(body[:65536]).best()
     name = _codec_name(best.encoding) if best is not None else ""
-    name = name or "cp1252"
+    if not name or name in _LATIN_FAMILY:
+        # Detectors cannot tell the Latin single-byte code pages apart on short text
+        # ("très" reads as "trčs" in cp1250); windows-1252 is the web's own fallback.
+        name = "cp1252"
     return body.decode(name, errors="replace"), name

@@ -39,8 +39,7 @@ _BOILERPLATE = [
     "button",
 ]
 _BOILERPLATE_ROLES = (
-    '[role="navigation"], [role="banner"], [role="contentinfo"], '
-    '[role="complementary"], [aria-hidden="true"]'
+    '[role="navigation"], [role="banner"], [role="contentinfo"], [role="complementary"], [aria-hidden="true"]'
 )
 _SPACES = re.compile(r"\s+")
 _TIME_META = {
@@ -172,9 +171,7 @@ def parse_html(html: str, url: str, *, x_robots_tag: str = "", max_links: int = 
     tree.strip_tags(_BOILERPLATE)
     for node in tree.css(_BOILERPLATE_ROLES):
         node.decompose()
-    headings = tuple(
-        text for text in (_clean(h.text()) for h in tree.css("h1, h2, h3")) if text
-    )
+    headings = tuple(text for text in (_clean(h.text()) for h in tree.css("h1, h2, h3")) if text)
     main = _main_node(tree)
     body = _clean(main.text(separator=" ")) if main is not None else ""
     if not title and headings:

@@ -125,11 +125,14 @@ class Fetcher:
         follow_cross_origin: bool = False,
         max_bytes: int | None = None,
         redirects_so_far: int = 0,
+        hop_delay_s: float = 0.0,
     ) -> FetchResult:
         """GET a canonical URL. Raises ``FetchError``, ``TooLarge`` or ``OutOfScope``.
 
         ``follow_cross_origin`` is for robots.txt and sitemaps, which RFC 9309 says to
         follow across authorities; pages leave cross-origin hops to the frontier.
+        ``hop_delay_s`` is waited before each redirect hop: a hop is one more request to
+        the same host, and politeness applies to it too.
         """
         cap = max_bytes if max_bytes is not None else self._max_bytes
         started = time.monotonic()
@@ -158,6 +161,8 @@ class Fetcher:
                         )
                     if hop_check is not None:
                         await hop_check(target)
+                    if hop_delay_s > 0:
+                        await asyncio.sleep(hop_delay_s)
                     current = target
                     etag = last_modified = ""
         except TimeoutError:
@@ -225,4 +230,3 @@ class Fetcher:
             http_version=response.http_version,
             fetched_at=time.time(),
         )
-

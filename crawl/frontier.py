@@ -125,8 +125,18 @@ class Frontier:
             self._backoff[host] = backoff
         loaded = 0
         for row in db.iter_pending():
-            self._push(row["host"], (-row["priority"], next(self._seq), row["url"], row["depth"],
-                                     row["kind"], row["retries"], row["redirects"]))
+            self._push(
+                row["host"],
+                (
+                    -row["priority"],
+                    next(self._seq),
+                    row["url"],
+                    row["depth"],
+                    row["kind"],
+                    row["retries"],
+                    row["redirects"],
+                ),
+            )
             loaded += 1
         if loaded:
             logger.info("Frontier resumed with %d pending URLs", loaded)
@@ -235,7 +245,10 @@ class Frontier:
             if not self._budget_left() or not self._ready:
                 if not self._in_flight:
                     return None
-                await wakeup.wait()
+                try:  # bounded, so expired leases are reaped even if nothing else happens
+                    await asyncio.wait_for(wakeup.wait(), timeout=1.0)
+                except TimeoutError:
+                    pass
                 continue
             at, host = self._ready[0]
             if at > now:
@@ -286,8 +299,9 @@ class Frontier:
                 self._release_host(lease.host, Feedback(error=True))
 
     def _end_lease(self, lease: Lease) -> bool:
-        if self._in_flight.pop(lease.url, None) is None:
-            return False
+        if self._in_flight.get(lease.url) is not lease:
+            return False  # expired and handed to someone else meanwhile
+        del self._in_flight[lease.url]
         if lease.kind == "page":
             self._pages_in_flight -= 1
         return True
@@ -301,19 +315,21 @@ class Frontier:
     def _release_host(self, host: str, feedback: Feedback) -> None:
         now = time.time()
         self._busy.discard(host)
+        delay = 0.0
         if feedback.requested:
             delay = max(self._min_delay_s, self._factor * feedback.response_s, feedback.crawl_delay_s)
-            if feedback.error:
-                backoff = self._backoff.get(host, 0.0)
-                backoff = min(self._max_backoff_s, max(self._backoff_base_s, backoff * 2))
-                self._backoff[host] = backoff
-                self._errors[host] = self._errors.get(host, 0) + 1
-                delay = max(delay, backoff)
-                if feedback.retry_after_s is not None:
-                    delay = max(delay, min(feedback.retry_after_s, self._max_backoff_s))
-            else:
-                self._backoff[host] = 0.0
-            self._next_allowed[host] = now + delay
+        if feedback.error:
+            backoff = self._backoff.get(host, 0.0)
+            backoff = min(self._max_backoff_s, max(self._backoff_base_s, backoff * 2))
+            self._backoff[host] = backoff
+            self._errors[host] = self._errors.get(host, 0) + 1
+            delay = max(delay, backoff)
+        elif feedback.requested:
+            self._backoff[host] = 0.0
+        if feedback.retry_after_s is not None:
+            delay = max(delay, min(feedback.retry_after_s, self._max_backoff_s))
+        if feedback.requested or delay > 0:
+            self._next_allowed[host] = max(now + delay, self._next_allowed.get(host, 0.0))
             self._dirty_hosts.add(host)
         self._schedule(host)
         self._notify()

@@ -89,9 +89,7 @@ def policy_from_response(
     """Turn a robots.txt fetch outcome into a policy (status 0 = unreachable)."""
     if 200 <= status < 300:
         text = body[:MAX_ROBOTS_BYTES].decode("utf-8", errors="replace")
-        return RobotsPolicy(
-            origin, "rules", status, now, now + ttl_s, body=text, parser=Protego.parse(text)
-        )
+        return RobotsPolicy(origin, "rules", status, now, now + ttl_s, body=text, parser=Protego.parse(text))
     if 400 <= status < 500:
         return RobotsPolicy(origin, "allow_all", status, now, now + ttl_s)
     return RobotsPolicy(origin, "deny_all", status, now, now + error_ttl_s)
@@ -170,7 +168,9 @@ class RobotsCache:
         return (await self.policy(origin_of(url))).can_fetch(url, self.agent)
 
 
-def _policy_from_row(origin: str, status: int, body: str, fetched_at: float, expires_at: float) -> RobotsPolicy:
+def _policy_from_row(
+    origin: str, status: int, body: str, fetched_at: float, expires_at: float
+) -> RobotsPolicy:
     if 200 <= status < 300:
         return RobotsPolicy(origin, "rules", status, fetched_at, expires_at, body, Protego.parse(body))
     if 400 <= status < 500:

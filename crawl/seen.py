@@ -41,9 +41,7 @@ class SeenUrls:
             self._bloom.add(url)
             self._count += 1
         self.table_lookups = 0
-        logger.info(
-            "Seen filter loaded %d URLs in %.2f s", self._count, time.monotonic() - started
-        )
+        logger.info("Seen filter loaded %d URLs in %.2f s", self._count, time.monotonic() - started)
 
     def __len__(self) -> int:
         return self._count

@@ -43,7 +43,8 @@ def _strip_syntax(token: str) -> str:
     return " ".join(_SYNTAX.sub(" ", token).split())
 
 
-def _normalize_site(value: str) -> str:
+def normalize_site(value: str) -> str:
+    """``https://www.Example.org/x`` → ``example.org``; QueryError when it is not a host."""
     host = value.strip().lower()
     host = re.sub(r"^[a-z][a-z0-9+.-]*://", "", host)
     host = host.split("/", 1)[0].split("?", 1)[0].split("#", 1)[0]
@@ -60,6 +61,22 @@ def _normalize_site(value: str) -> str:
     if not host or not _HOST.match(host):
         raise QueryError(f"site:{value} is not a valid host name; write it like site:docs.python.org.")
     return host
+
+
+def normalize_lang(value: str) -> str:
+    """``en-GB`` → ``en``; QueryError when it is not a language code."""
+    lang = value.strip().lower()
+    if not _LANG.match(lang):
+        raise QueryError(f"lang:{value} is not a language code; use an ISO 639-1 code such as lang:en.")
+    return lang.split("-", 1)[0]
+
+
+def normalize_filetype(value: str) -> str:
+    """``.PDF`` → ``pdf``; QueryError when it is not a file extension."""
+    filetype = value.strip().lower().lstrip(".")
+    if not _FILETYPE.match(filetype):
+        raise QueryError(f"filetype:{value} is not a file extension; write it like filetype:pdf.")
+    return filetype
 
 
 def parse_query(raw: str, *, max_chars: int = 2048, max_terms: int = 64) -> Query:
@@ -95,7 +112,7 @@ def parse_query(raw: str, *, max_chars: int = 2048, max_terms: int = 64) -> Quer
         if operator and not negated and operator.group(2):
             name, value = operator.group(1).lower(), operator.group(2)
             if name == "site":
-                site = _normalize_site(value)
+                site = normalize_site(value)
             elif name == "lang":
                 lang = value.lower()
                 if not _LANG.match(lang):

@@ -200,13 +200,15 @@ def backfill_shard(
         stored[int(doc.doc_id)] = (content_key(doc.title, body, embedder), doc.title, body)
     done = store.committed_keys()
     todo = sorted(
-        (doc_id, key, title, body)
-        for doc_id, (key, title, body) in stored.items()
-        if done.get(doc_id) != key
+        (doc_id, key, title, body) for doc_id, (key, title, body) in stored.items() if done.get(doc_id) != key
     )
     logger.info(
         "shard %d: %d documents, %d already embedded for %s, %d to embed",
-        shard, len(stored), len(stored) - len(todo), embedder.model_id, len(todo),
+        shard,
+        len(stored),
+        len(stored) - len(todo),
+        embedder.model_id,
+        len(todo),
     )
     finished = 0
     if on_progress is not None:
@@ -248,9 +250,7 @@ def _sync_index(
     changed = bool(fresh)
     for name in fresh:
         docs, rows, vectors = store.read(name)
-        wanted = {
-            doc_id for doc_id, key in docs.tolist() if doc_id in stored and stored[doc_id][0] == key
-        }
+        wanted = {doc_id for doc_id, key in docs.tolist() if doc_id in stored and stored[doc_id][0] == key}
         keep = np.fromiter((r in wanted for r in rows.tolist()), dtype=bool, count=len(rows))
         shard.add(rows[keep], vectors[keep])
     gone = [d for d in shard.doc_ids() if d not in stored]
@@ -283,8 +283,13 @@ def backfill_index(
     docs = embedded = rows = 0
     for shard in range(manifest.shards):
         n_docs, n_embedded, vector_shard = backfill_shard(
-            index_dir, shard, embedder, settings,
-            chunk_docs=chunk_docs, on_progress=on_progress, publish=publish,
+            index_dir,
+            shard,
+            embedder,
+            settings,
+            chunk_docs=chunk_docs,
+            on_progress=on_progress,
+            publish=publish,
         )
         docs += n_docs
         embedded += n_embedded

@@ -17,10 +17,12 @@ import time
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from core.errors import ManifestError
 from core.types import Document
 from retrieval.lexical import LexicalShardWriter
+from retrieval.stats import plan_ballast
 
 INDEX_FORMAT = "trawl-index"
 INDEX_FORMAT_VERSION = 1
@@ -32,6 +34,10 @@ class IndexManifest:
     docs: int
     built_at: float
     source: str
+    generation: str
+    """The generation id (the directory name when built outside an index root)."""
+    raw: dict[str, Any]
+    """The whole manifest, for fields later stages add (embedding model, LTR model, …)."""
 
     @classmethod
     def load(cls, root: Path) -> IndexManifest:
@@ -45,7 +51,14 @@ class IndexManifest:
             raw = json.loads(path.read_text())
             if raw.get("format") != INDEX_FORMAT or raw.get("format_version") != INDEX_FORMAT_VERSION:
                 raise ManifestError(f"{path} has an unknown format; rebuild the index.")
-            return cls(int(raw["shards"]), int(raw["docs"]), float(raw["built_at"]), raw["source"])
+            return cls(
+                shards=int(raw["shards"]),
+                docs=int(raw["docs"]),
+                built_at=float(raw["built_at"]),
+                source=str(raw["source"]),
+                generation=str(raw.get("generation") or Path(root).resolve().name),
+                raw=raw,
+            )
         except (json.JSONDecodeError, KeyError, TypeError, ValueError) as exc:
             raise ManifestError(f"{path} is not a valid index manifest: {exc}") from exc
 
@@ -66,6 +79,7 @@ def build_index(
     shards: int = 1,
     source: str = "",
     on_progress: Callable[[int], None] | None = None,
+    extra: dict[str, Any] | None = None,
 ) -> IndexManifest:
     """Build an index of ``docs`` into ``out`` (replaced atomically when complete)."""
     out = Path(out)
@@ -79,22 +93,22 @@ def build_index(
             count += 1
             if on_progress is not None and count % 500 == 0:
                 on_progress(count)
-        for writer in writers:
+        plan = plan_ballast([w.count for w in writers], [w.field_tokens for w in writers])
+        for writer, docs, tokens in zip(writers, plan.ballast_docs, plan.ballast_tokens, strict=True):
+            if docs:
+                writer.add_ballast(docs, tokens)
             writer.commit()
-        manifest = IndexManifest(shards=shards, docs=count, built_at=time.time(), source=source)
-        (tmp / "manifest.json").write_text(
-            json.dumps(
-                {
-                    "format": INDEX_FORMAT,
-                    "format_version": INDEX_FORMAT_VERSION,
-                    "shards": shards,
-                    "docs": count,
-                    "built_at": manifest.built_at,
-                    "source": source,
-                },
-                indent=2,
-            )
-        )
+        raw = {
+            "format": INDEX_FORMAT,
+            "format_version": INDEX_FORMAT_VERSION,
+            "shards": shards,
+            "docs": count,
+            "built_at": time.time(),
+            "source": source,
+            **(extra or {}),
+        }
+        (tmp / "manifest.json").write_text(json.dumps(raw, indent=2))
+        manifest = IndexManifest.load(tmp)
         if out.exists():
             old = out.with_name(out.name + f".old-{int(time.time() * 1000)}")
             out.rename(old)

@@ -169,9 +169,7 @@ class Embedder:
 
         self.model_path = Path(model_path) if model_path is not None else default_model_path()
         try:
-            self._model = SentenceTransformer(
-                str(self.model_path), device="cpu", local_files_only=True
-            )
+            self._model = SentenceTransformer(str(self.model_path), device="cpu", local_files_only=True)
         except Exception as exc:  # noqa: BLE001 - any loader failure is a model problem
             raise ModelLoadError(str(self.model_path), str(exc)) from exc
         self._model.max_seq_length = max_seq_length
@@ -187,7 +185,10 @@ class Embedder:
         self.precision: Literal["fp32", "bf16"] = self._choose_precision(precision)
         logger.info(
             "embedder %s loaded: dim=%d max_seq=%d precision=%s",
-            self.model_id, self.dim, max_seq_length, self.precision,
+            self.model_id,
+            self.dim,
+            max_seq_length,
+            self.precision,
         )
 
     @classmethod
@@ -225,9 +226,7 @@ class Embedder:
 
         if not texts:
             return np.zeros((0, self.dim), dtype=np.float32)
-        with torch.inference_mode(), torch.autocast(
-            "cpu", dtype=torch.bfloat16, enabled=precision == "bf16"
-        ):
+        with torch.inference_mode(), torch.autocast("cpu", dtype=torch.bfloat16, enabled=precision == "bf16"):
             out = self._model.encode(
                 texts,
                 batch_size=self.batch_size,
@@ -265,9 +264,7 @@ class Embedder:
     def passages(self, title: str, body: str) -> list[str]:
         return passages(title, body, words=self.passage_words, stride=self.passage_stride)
 
-    def embed_documents(
-        self, docs: Sequence[tuple[int, str, str]]
-    ) -> PassageVectors:
+    def embed_documents(self, docs: Sequence[tuple[int, str, str]]) -> PassageVectors:
         """Embed ``(doc_id, title, body)`` triples: one row per passage."""
         texts: list[str] = []
         rows: list[int] = []

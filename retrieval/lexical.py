@@ -25,6 +25,7 @@ import tantivy
 from core.errors import IndexStateError, ManifestError
 from core.settings import SearchSettings
 from core.types import DocId, Document, Query, ScoredDoc
+from retrieval.stats import BALLAST_TOKEN, CorpusStats, bm25_idf
 from retrieval.tokenizer import analyze, analyzed_text
 
 logger = logging.getLogger(__name__)
@@ -98,6 +99,7 @@ def build_schema() -> tantivy.Schema:
     sb.add_text_field("site", stored=False, tokenizer_name="raw", index_option="basic")
     sb.add_text_field("lang", stored=False, tokenizer_name="raw", index_option="basic")
     sb.add_text_field("filetype", stored=False, tokenizer_name="raw", index_option="basic")
+    sb.add_text_field("kind", stored=False, tokenizer_name="raw", index_option="basic")
     for name in TEXT_FIELDS:
         sb.add_text_field(name, stored=False, tokenizer_name="whitespace", index_option="position")
     sb.add_float_field("pagerank", stored=False, fast=True)
@@ -127,10 +129,15 @@ class LexicalShardWriter:
         self._index = tantivy.Index(build_schema(), path=str(self.path))
         self._writer = self._index.writer(heap_size=heap_bytes, num_threads=threads)
         self.count = 0
+        self.ballast = 0
+        self._nonempty: dict[str, int] = dict.fromkeys(TEXT_FIELDS, 0)
+        self.field_tokens: dict[str, int] = dict.fromkeys(TEXT_FIELDS, 0)
 
     def add(self, doc: Document) -> None:
-        body = doc.body[:MAX_BODY_CHARS]
+        # Whitespace is normalised once here so snippets need not do it per query.
+        body = " ".join(doc.body[:MAX_BODY_CHARS].split())
         headings = " \n".join(doc.headings)[:MAX_HEADINGS_CHARS]
+        anchors = " \n".join(doc.anchors)[:MAX_HEADINGS_CHARS]
         tdoc = tantivy.Document()
         tdoc.add_unsigned("doc_id", int(doc.doc_id))
         tdoc.add_text("url", doc.url)
@@ -142,11 +149,17 @@ class LexicalShardWriter:
             tdoc.add_text("lang", doc.lang.lower().split("-", 1)[0])
         if doc.filetype:
             tdoc.add_text("filetype", doc.filetype.lower())
-        tdoc.add_text("title", analyzed_text(doc.title))
-        tdoc.add_text("headings", analyzed_text(headings))
         body_tokens = analyzed_text(doc.title + " \n" + body)
-        tdoc.add_text("body", body_tokens)
-        tdoc.add_text("anchors", analyzed_text(" \n".join(doc.anchors)[:MAX_HEADINGS_CHARS]))
+        analysed = {
+            "title": analyzed_text(doc.title),
+            "headings": analyzed_text(headings),
+            "body": body_tokens,
+            "anchors": analyzed_text(anchors),
+        }
+        for name, tokens in analysed.items():
+            tdoc.add_text(name, tokens)
+            self._nonempty[name] += bool(tokens)
+            self.field_tokens[name] += tokens.count(" ") + 1 if tokens else 0
         tdoc.add_float("pagerank", float(doc.pagerank))
         tdoc.add_float("published_at", float(doc.published_at or 0.0))
         tdoc.add_unsigned("body_words", body_tokens.count(" ") + 1 if body_tokens else 0)
@@ -165,6 +178,22 @@ class LexicalShardWriter:
         self._writer.add_document(tdoc)
         self.count += 1
 
+    def add_ballast(self, docs: int, tokens: Mapping[str, int]) -> None:
+        """Documents that only carry length, so this shard's statistics match the collection's.
+
+        They hold one token no text can produce, have no ``doc_id`` of a real document
+        and are excluded from every listing (see :mod:`retrieval.stats`).
+        """
+        for i in range(docs):
+            tdoc = tantivy.Document()
+            tdoc.add_unsigned("doc_id", 0)
+            tdoc.add_text("kind", "ballast")
+            for name in TEXT_FIELDS:
+                share = tokens.get(name, 0) // docs + (1 if i < tokens.get(name, 0) % docs else 0)
+                tdoc.add_text(name, " ".join([BALLAST_TOKEN] * share))
+            self._writer.add_document(tdoc)
+        self.ballast += docs
+
     def add_all(self, docs: Iterable[Document]) -> int:
         for doc in docs:
             self.add(doc)
@@ -173,7 +202,13 @@ class LexicalShardWriter:
     def commit(self) -> None:
         self._writer.commit()
         self._writer.wait_merging_threads()
-        manifest = {"format": "trawl-lexical", "format_version": FORMAT_VERSION, "docs": self.count}
+        manifest = {
+            "format": "trawl-lexical",
+            "format_version": FORMAT_VERSION,
+            "docs": self.count,
+            "ballast_docs": self.ballast,
+            "nonempty_fields": self._nonempty,
+        }
         (self.path / "trawl-lexical.json").write_text(json.dumps(manifest))
 
     def __enter__(self) -> Self:
@@ -219,22 +254,56 @@ class LexicalShard:
         self._schema = self._index.schema
         self._searcher = self._index.searcher()
         self.boosts = boosts or FieldBoosts()
+        self.real_docs = int(manifest.get("docs", 0))
+        self.ballast_docs = int(manifest.get("ballast_docs", 0))
+        nonempty = manifest.get("nonempty_fields", {})
+        # A field no document has contributes nothing; skipping it halves query work on
+        # collections without headings or anchors.
+        self._live_fields = frozenset(f for f in TEXT_FIELDS if nonempty.get(f, 1) > 0)
 
     @property
     def num_docs(self) -> int:
-        return int(self._searcher.num_docs)
+        """Real documents (ballast excluded)."""
+        return int(self._searcher.num_docs) - self.ballast_docs
+
+    def doc_freqs(self, query: Query) -> dict[tuple[str, str], int]:
+        """Local document frequency of every (field, term) the query scores with."""
+        terms = set(self.scoring_terms(query))
+        for phrase in query.phrases:
+            terms.update(analyze(phrase))
+        return {
+            (f, t): int(self._searcher.doc_freq(f, t))
+            for f in TEXT_FIELDS
+            if f in self._live_fields
+            for t in terms
+        }
+
+    def _idf_ratio(self, stats: CorpusStats | None, field: str, terms: Sequence[str]) -> float:
+        """Boost turning this shard's idf into the collection's (1.0 without stats)."""
+        if stats is None:
+            return 1.0
+        local_n = int(self._searcher.num_docs)
+        local = sum(bm25_idf(local_n, int(self._searcher.doc_freq(field, t))) for t in terms)
+        return sum(stats.idf(field, t) for t in terms) / local if local > 0 else 1.0
 
     # -- query building -------------------------------------------------------------
 
     def _term(self, field: str, value: str) -> tantivy.Query:
         return tantivy.Query.term_query(self._schema, field, value)
 
-    def _in_any_field(self, tokens: Sequence[str], fields: Sequence[str]) -> tantivy.Query:
+    def _in_any_field(
+        self, tokens: Sequence[str], fields: Sequence[str], stats: CorpusStats | None = None
+    ) -> tantivy.Query:
         """A term (one token) or exact phrase (several) in any of ``fields``."""
         if len(tokens) == 1:
             parts = [self._term(f, tokens[0]) for f in fields]
         else:
             parts = [tantivy.Query.phrase_query(self._schema, f, list(tokens)) for f in fields]
+        if stats is not None:
+            parts = [
+                tantivy.Query.boost_query(p, self._idf_ratio(stats, f, tokens))
+                for p, f in zip(parts, fields, strict=True)
+            ]
         return tantivy.Query.boolean_query([(tantivy.Occur.Should, p) for p in parts])
 
     def _filters(self, query: Query) -> list[tuple[Any, tantivy.Query]]:
@@ -249,7 +318,8 @@ class LexicalShard:
         for item in query.excluded:
             tokens = analyze(item)
             if tokens:
-                clauses.append((tantivy.Occur.MustNot, self._in_any_field(tokens, TEXT_FIELDS)))
+                live = [f for f in TEXT_FIELDS if f in self._live_fields]
+                clauses.append((tantivy.Occur.MustNot, self._in_any_field(tokens, live)))
         return clauses
 
     def scoring_terms(self, query: Query) -> Counter[str]:
@@ -259,13 +329,21 @@ class LexicalShard:
             counts.update(analyze(text))
         return counts
 
-    def build_query(self, query: Query, *, fields: Mapping[str, float] | None = None) -> tantivy.Query | None:
+    def build_query(
+        self,
+        query: Query,
+        *,
+        fields: Mapping[str, float] | None = None,
+        stats: CorpusStats | None = None,
+    ) -> tantivy.Query | None:
         """The Tantivy query for ``query``; None when nothing in it can match."""
         boosts = dict(fields) if fields is not None else dict(self.boosts.items())
+        boosts = {f: b for f, b in boosts.items() if f in self._live_fields}
         should: list[tuple[Any, tantivy.Query]] = []
         for term, count in self.scoring_terms(query).items():
             for field, boost in boosts.items():
-                q = tantivy.Query.boost_query(self._term(field, term), boost * count)
+                weight = boost * count * self._idf_ratio(stats, field, (term,))
+                q = tantivy.Query.boost_query(self._term(field, term), weight)
                 should.append((tantivy.Occur.Should, q))
         # The scoring disjunction is itself required: beside Must filters, bare Should
         # clauses would turn optional and let filter-only matches through.
@@ -274,8 +352,8 @@ class LexicalShard:
             clauses.append((tantivy.Occur.Must, tantivy.Query.boolean_query(should)))
         for phrase in query.phrases:
             tokens = analyze(phrase)
-            if tokens:
-                clauses.append((tantivy.Occur.Must, self._in_any_field(tokens, list(boosts))))
+            if tokens and boosts:
+                clauses.append((tantivy.Occur.Must, self._in_any_field(tokens, list(boosts), stats)))
         has_positive = bool(clauses)
         filters = self._filters(query)
         if not has_positive:
@@ -287,9 +365,15 @@ class LexicalShard:
 
     # -- searching -----------------------------------------------------------------
 
-    def search(self, query: Query, *, k: int = 10, offset: int = 0) -> LexicalResult:
-        """BM25 top ``k`` after ``offset``, with the total count of matches."""
-        tq = self.build_query(query)
+    def search(
+        self, query: Query, *, k: int = 10, offset: int = 0, stats: CorpusStats | None = None
+    ) -> LexicalResult:
+        """BM25 top ``k`` after ``offset``, with the total count of matches.
+
+        With ``stats`` (collection-wide N and document frequencies) the scores equal
+        those of one index over all shards' documents.
+        """
+        tq = self.build_query(query, stats=stats)
         if tq is None or k <= 0:
             return LexicalResult(0, (), ())
         result = self._searcher.search(tq, limit=k, count=True, offset=offset)
@@ -301,14 +385,16 @@ class LexicalShard:
         )
         return LexicalResult(int(result.count or 0), hits, tuple(addresses))
 
-    def field_scores(self, query: Query, doc_ids: Sequence[DocId]) -> dict[str, dict[DocId, float]]:
+    def field_scores(
+        self, query: Query, doc_ids: Sequence[DocId], *, stats: CorpusStats | None = None
+    ) -> dict[str, dict[DocId, float]]:
         """BM25 of ``query`` restricted to each text field, for the given documents."""
         if not doc_ids:
             return {f: {} for f in TEXT_FIELDS}
         only = tantivy.Query.term_set_query(self._schema, "doc_id", [int(d) for d in doc_ids])
         scores: dict[str, dict[DocId, float]] = {}
         for field in TEXT_FIELDS:
-            tq = self.build_query(query, fields={field: 1.0})
+            tq = self.build_query(query, fields={field: 1.0}, stats=stats)
             scores[field] = {}
             if tq is None:
                 continue

@@ -1,58 +1,163 @@
-"""The lexical search path: parse, search every shard, merge, page, snippet.
+"""The search path: parse, fan out through the broker, rank, page, snippet.
 
-This is what ``trawl search``, the API and the web page call. Hybrid recall and the
-ranking funnel plug in above it (issues 4 and 5); the broker with deadlines and
-partial results replaces the in-process loop (issue 6).
+This is what ``trawl search``, the API and the web page call. It serves the
+published generation of an index root (or one generation directory), switches to a
+newly published generation after warming it, caches responses, and pages either by
+``page`` (capped) or by an opaque cursor pinned to a generation (uncapped).
+
+Ranked list of a generation (deterministic, so pages never overlap or skip):
+
+* ``bm25``: the lexical ranking itself, to any depth;
+* fused rankers: first the stage's ordering of the union of the lexical and vector
+  top ``candidate_k`` (tier 0), then lexical-only tiers of growing depth, each
+  ordered by the same stage over the documents not yet listed.
 """
 
 from __future__ import annotations
 
-import heapq
+import dataclasses
+import logging
 import time
-from dataclasses import dataclass
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Self
+from typing import Any, Self
+
+import numpy as np
+from numpy.typing import NDArray
 
 from core.errors import QueryError
 from core.settings import SearchSettings
-from core.types import Hit, Query, SearchResponse
-from retrieval.analyzer import parse_query
-from retrieval.build import IndexManifest, shard_dir
-from retrieval.lexical import FieldBoosts, LexicalShard
-from retrieval.snippets import make_snippet
+from core.types import DocId, Hit, Query, ScoredDoc, SearchResponse
+from retrieval.analyzer import normalize_filetype, normalize_lang, normalize_site, parse_query
+from retrieval.broker import Gathered, ShardBackend
+from retrieval.cache import TtlLruCache
+from retrieval.cursor import Cursor
+from retrieval.generation import Generation, GenerationSet
+from retrieval.hybrid import Candidate
+from retrieval.ranking import Bm25Stage, ConvexStage, RankStage, RrfStage
+from retrieval.snippets import SnippetMatcher, make_snippet
 from retrieval.tokenizer import analyze
+
+logger = logging.getLogger(__name__)
+
+QueryEncoder = Callable[[str], NDArray[np.float32]]
+MAX_TIERS = 8
 
 
 @dataclass(frozen=True, slots=True)
 class PageRequest:
-    page: int
+    offset: int
     size: int
 
     @property
-    def offset(self) -> int:
-        return (self.page - 1) * self.size
+    def page(self) -> int:
+        return self.offset // self.size + 1
+
+
+@dataclass
+class RankedList:
+    """The first ``len(ranked)`` entries of a generation's ranked list for one query."""
+
+    ranked: list[ScoredDoc]
+    candidates: dict[DocId, Candidate]
+    explain: dict[DocId, dict[str, Any]]
+    total: int
+    exhausted: bool
+    gathered: list[Gathered] = field(default_factory=list)
 
 
 class SearchService:
-    """Searches an index directory; one instance per process, shared by requests."""
+    """Searches an index; one instance per process, shared by requests (thread-safe)."""
 
-    def __init__(self, shards: list[LexicalShard], settings: SearchSettings) -> None:
-        self.shards = shards
+    def __init__(
+        self,
+        generations: GenerationSet,
+        settings: SearchSettings,
+        *,
+        encoder: QueryEncoder | None = None,
+        encoder_model: str | None = None,
+        stages: Mapping[str, RankStage] | None = None,
+    ) -> None:
+        self.generations = generations
         self.settings = settings
+        self.encoder = encoder
+        self.encoder_model = encoder_model
+        self.stages: dict[str, RankStage] = {
+            "bm25": Bm25Stage(),
+            "hybrid-rrf": RrfStage(),
+            "hybrid": ConvexStage(settings.hybrid_weight),
+        }
+        self.stages.update(stages or {})
+        self.cache: TtlLruCache[SearchResponse] = TtlLruCache(settings.cache_entries, settings.cache_ttl_s)
+        generations.listeners.append(lambda _gen: self.cache.clear())
 
     @classmethod
-    def open(cls, index_dir: Path, settings: SearchSettings | None = None) -> Self:
+    def open(
+        cls,
+        index: Path,
+        settings: SearchSettings | None = None,
+        *,
+        encoder: QueryEncoder | None = None,
+        encoder_model: str | None = None,
+        stages: Mapping[str, RankStage] | None = None,
+        remote: Sequence[Sequence[ShardBackend]] | None = None,
+    ) -> Self:
         settings = settings or SearchSettings()
-        manifest = IndexManifest.load(index_dir)
-        boosts = FieldBoosts.from_settings(settings)
-        shards = [
-            LexicalShard(shard_dir(index_dir, i) / "lexical", boosts=boosts) for i in range(manifest.shards)
-        ]
-        return cls(shards, settings)
+        holder: list[SearchService] = []
+
+        def opener(path: Path) -> Generation:
+            return Generation.open(path, settings, remote=remote)
+
+        def warm(generation: Generation) -> None:
+            if holder:
+                holder[0].warm(generation)
+
+        generations = GenerationSet(index, opener, keep=settings.keep_generations, warm=warm)
+        service = cls(generations, settings, encoder=encoder, encoder_model=encoder_model, stages=stages)
+        holder.append(service)
+        return service
+
+    # -- properties -----------------------------------------------------------------
+
+    @property
+    def generation(self) -> Generation:
+        return self.generations.current
 
     @property
     def num_docs(self) -> int:
-        return sum(s.num_docs for s in self.shards)
+        return self.generation.num_docs
+
+    def can_use_vectors(self, generation: Generation) -> bool:
+        return (
+            self.encoder is not None
+            and generation.vector_model is not None
+            and (self.encoder_model is None or self.encoder_model == generation.vector_model)
+        )
+
+    def ranker_names(self, generation: Generation | None = None) -> list[str]:
+        generation = generation or self.generation
+        vectors = self.can_use_vectors(generation)
+        return sorted(n for n, s in self.stages.items() if vectors or not s.needs_vector)
+
+    def default_ranker(self, generation: Generation) -> str:
+        if self.settings.default_ranker != "auto":
+            return self.settings.default_ranker
+        return "hybrid" if self.can_use_vectors(generation) else "bm25"
+
+    def stage(self, name: str | None, generation: Generation) -> RankStage:
+        name = name or self.default_ranker(generation)
+        available = self.ranker_names(generation)
+        if name not in available:
+            if name in self.stages:
+                raise QueryError(
+                    f"Ranker {name!r} needs vectors, which generation {generation.id} does not have "
+                    f"(run `trawl embed`); available: {', '.join(available)}."
+                )
+            raise QueryError(f"Unknown ranker {name!r}; expected one of: {', '.join(available)}.")
+        return self.stages[name]
+
+    # -- request validation -----------------------------------------------------------
 
     def page_request(self, page: int | None, size: int | None) -> PageRequest:
         """Validate paging; errors name the parameter and the allowed range."""
@@ -60,52 +165,243 @@ class SearchService:
         page = 1 if page is None else page
         size = s.default_page_size if size is None else size
         if page < 1 or page > s.max_page:
-            raise QueryError(f"page={page} is out of range; use 1 to {s.max_page}.")
+            raise QueryError(
+                f"page={page} is out of range; use 1 to {s.max_page} (or a cursor to go deeper)."
+            )
         if size < 1 or size > s.max_page_size:
             raise QueryError(f"size={size} is out of range; use 1 to {s.max_page_size}.")
-        return PageRequest(page, size)
+        return PageRequest((page - 1) * size, size)
 
-    def parse(self, raw: str) -> Query:
-        return parse_query(
+    def parse(
+        self, raw: str, *, site: str | None = None, lang: str | None = None, filetype: str | None = None
+    ) -> Query:
+        query = parse_query(
             raw, max_chars=self.settings.max_query_chars, max_terms=self.settings.max_query_terms
         )
+        updates: dict[str, str] = {}
+        if site:
+            updates["site"] = normalize_site(site)
+        if lang:
+            updates["lang"] = normalize_lang(lang)
+        if filetype:
+            updates["filetype"] = normalize_filetype(filetype)
+        return dataclasses.replace(query, **updates) if updates else query
 
-    def search(self, raw: str, *, page: int | None = None, size: int | None = None) -> SearchResponse:
-        started = time.perf_counter()
-        request = self.page_request(page, size)
-        query = self.parse(raw)
-        depth = request.offset + request.size
-        per_shard = [shard.search(query, k=depth) for shard in self.shards]
-        merged = heapq.nlargest(
-            depth,
-            (
-                (hit.score, -int(hit.doc_id), shard_no, i)
-                for shard_no, result in enumerate(per_shard)
-                for i, hit in enumerate(result.hits)
-            ),
-        )[request.offset :]
-        stems = {t for text in (*query.terms, *query.phrases) for t in analyze(text)}
-        surfaces = [w for text in (*query.terms, *query.phrases) for w in text.split()]
-        hits: list[Hit] = []
-        for score, _, shard_no, i in merged:
-            stored = self.shards[shard_no].stored_at(per_shard[shard_no].addresses[i])
-            text = stored.body or stored.description
-            hits.append(
-                Hit(
-                    doc_id=stored.doc_id,
-                    url=stored.url,
-                    title=stored.title or stored.url,
-                    snippet=make_snippet(text, stems, surfaces, max_chars=self.settings.snippet_chars),
-                    score=score,
-                    external_id=stored.external_id,
-                )
+    # -- ranking ----------------------------------------------------------------------
+
+    def query_vector(
+        self, query: Query, stage: RankStage, generation: Generation
+    ) -> NDArray[np.float32] | None:
+        if not stage.needs_vector or self.encoder is None or not self.can_use_vectors(generation):
+            return None
+        text = query.positive_text
+        return self.encoder(text) if text.strip() else None
+
+    def ranked(
+        self,
+        generation: Generation,
+        query: Query,
+        stage: RankStage,
+        depth: int,
+        *,
+        vector: NDArray[np.float32] | None,
+        explain: bool = False,
+    ) -> RankedList:
+        """The first ``depth`` entries of the generation's ranked list (see module doc)."""
+        broker = generation.broker
+        if not stage.needs_vector:
+            gathered = broker.gather(
+                query, vector=None, k_lexical=depth, k_vector=0, with_fields=stage.with_fields
             )
-        took_ms = (time.perf_counter() - started) * 1000
-        return SearchResponse(
+            out = stage.rank(query, gathered.candidates, explain=explain)
+            return RankedList(
+                out.ranked[:depth],
+                {c.doc_id: c for c in gathered.candidates},
+                out.explain,
+                gathered.lexical_total,
+                exhausted=len(out.ranked) < depth,
+                gathered=[gathered],
+            )
+        window = self.settings.candidate_k
+        ranked: list[ScoredDoc] = []
+        candidates: dict[DocId, Candidate] = {}
+        explanations: dict[DocId, dict[str, Any]] = {}
+        all_gathered: list[Gathered] = []
+        k_vector = window if vector is not None else 0
+        exhausted = False
+        lexical_total = 0
+        for _tier in range(MAX_TIERS):
+            gathered = broker.gather(
+                query, vector=vector, k_lexical=window, k_vector=k_vector, with_fields=stage.with_fields
+            )
+            all_gathered.append(gathered)
+            lexical_total = gathered.lexical_total
+            fresh = [c for c in gathered.candidates if c.doc_id not in candidates]
+            out = stage.rank(query, fresh, explain=explain)
+            ranked.extend(out.ranked)
+            explanations.update(out.explain)
+            candidates.update({c.doc_id: c for c in fresh})
+            lexical_seen = sum(1 for c in gathered.candidates if c.bm25 is not None)
+            if lexical_seen >= lexical_total:
+                exhausted = True
+                break
+            if len(ranked) >= depth:
+                break
+            window *= 4
+            k_vector = 0  # vector candidates only in tier 0: the list stays finite
+        vector_only = sum(1 for c in candidates.values() if c.bm25 is None)
+        return RankedList(
+            ranked[:depth], candidates, explanations, lexical_total + vector_only, exhausted, all_gathered
+        )
+
+    # -- the request ------------------------------------------------------------------
+
+    def search(
+        self,
+        raw: str | None,
+        *,
+        page: int | None = None,
+        size: int | None = None,
+        ranker: str | None = None,
+        cursor: str | None = None,
+        explain: bool = False,
+        site: str | None = None,
+        lang: str | None = None,
+        filetype: str | None = None,
+    ) -> SearchResponse:
+        started = time.perf_counter()
+        self.generations.refresh()
+        if cursor:
+            pinned = Cursor.decode(cursor)
+            generation = self.generations.get(pinned.generation)
+            if generation is None:
+                raise QueryError(
+                    f"The cursor belongs to generation {pinned.generation}, which is no longer served; "
+                    "start the search again."
+                )
+            raw, ranker = pinned.query, pinned.ranker
+            request = PageRequest(pinned.offset, pinned.size)
+            if size is not None and size != pinned.size:
+                raise QueryError("size cannot change while following a cursor; start the search again.")
+        else:
+            generation = self.generation
+            request = self.page_request(page, size)
+        if raw is None:
+            raise QueryError("The query is empty: type one or more words to search for.")
+        query = self.parse(raw, site=site, lang=lang, filetype=filetype)
+        stage = self.stage(ranker, generation)
+        key = (generation.id, query, request.offset, request.size, stage.name, explain, bool(cursor))
+        cached = self.cache.get(key)
+        if cached is not None:
+            took = (time.perf_counter() - started) * 1000
+            return dataclasses.replace(cached, took_ms=took, cached=True)
+        timings: dict[str, float] = {}
+        t0 = time.perf_counter()
+        vector = self.query_vector(query, stage, generation)
+        timings["encode"] = (time.perf_counter() - t0) * 1000
+        t0 = time.perf_counter()
+        depth = request.offset + request.size
+        ranked = self.ranked(generation, query, stage, depth, vector=vector, explain=explain)
+        timings["retrieve_rank"] = (time.perf_counter() - t0) * 1000
+        page_hits = ranked.ranked[request.offset : depth]
+        t0 = time.perf_counter()
+        hits = self._hits(generation, query, page_hits, ranked, explain=explain)
+        timings["snippets"] = (time.perf_counter() - t0) * 1000
+        missing = sorted({s for g in ranked.gathered for s in g.missing_shards})
+        missing_vector = sorted({s for g in ranked.gathered for s in g.missing_vector})
+        has_more = depth < ranked.total and not (ranked.exhausted and depth >= len(ranked.ranked))
+        next_cursor = (
+            Cursor(generation.id, raw, stage.name, depth, request.size).encode()
+            if has_more and hits
+            else None
+        )
+        response = SearchResponse(
             query=query,
-            total=sum(r.total for r in per_shard),
+            total=ranked.total,
             page=request.page,
             size=request.size,
             hits=tuple(hits),
-            took_ms=took_ms,
+            took_ms=(time.perf_counter() - started) * 1000,
+            ranker=stage.name,
+            generation=generation.id,
+            partial=bool(missing or missing_vector),
+            missing_shards=tuple(missing),
+            missing_vector_shards=tuple(missing_vector),
+            next_cursor=next_cursor,
+            timings_ms=timings,
         )
+        if not response.partial:
+            self.cache.put(key, response)
+        return response
+
+    def _hits(
+        self,
+        generation: Generation,
+        query: Query,
+        page_hits: Sequence[ScoredDoc],
+        ranked: RankedList,
+        *,
+        explain: bool,
+    ) -> list[Hit]:
+        by_shard: dict[int, list[DocId]] = {}
+        for hit in page_hits:
+            by_shard.setdefault(ranked.candidates[hit.doc_id].shard_id, []).append(hit.doc_id)
+        deadline = time.perf_counter() + self.settings.deadline_s
+        stored = generation.broker.fetch(by_shard, deadline)
+        positive = (*query.terms, *query.phrases)
+        matcher = SnippetMatcher(
+            {t for text in positive for t in analyze(text)}, [w for t in positive for w in t.split()]
+        )
+        hits: list[Hit] = []
+        for position, scored in enumerate(page_hits):
+            doc = stored.get(scored.doc_id)
+            if doc is None:
+                continue  # its shard died between ranking and fetching: the response is partial
+            candidate = ranked.candidates[scored.doc_id]
+            info: dict[str, Any] | None = None
+            if explain:
+                info = {
+                    "shard": candidate.shard_id,
+                    "bm25": candidate.bm25,
+                    "field_bm25": dict(candidate.field_bm25),
+                    "cosine": candidate.cosine,
+                    "lexical_rank": candidate.lexical_rank,
+                    "vector_rank": candidate.vector_rank,
+                    "final_score": scored.score,
+                    "position": position + 1,
+                    **ranked.explain.get(scored.doc_id, {}),
+                }
+            hits.append(
+                Hit(
+                    doc_id=doc.doc_id,
+                    url=doc.url,
+                    title=doc.title or doc.url,
+                    snippet=make_snippet(
+                        doc.body or doc.description, matcher, max_chars=self.settings.snippet_chars
+                    ),
+                    score=scored.score,
+                    external_id=doc.external_id,
+                    explain=info,
+                )
+            )
+        return hits
+
+    def warm(self, generation: Generation) -> None:
+        """Touch a new generation's indexes before it serves (page cache, lazy structures)."""
+        for raw in ("the", "search engine", "python list"):
+            try:
+                query = self.parse(raw)
+                stage = self.stage(None, generation)
+                vector = self.query_vector(query, stage, generation)
+                self.ranked(generation, query, stage, 10, vector=vector)
+            except QueryError:
+                continue
+
+    def document(self, doc_id: DocId) -> Any:
+        """The stored document with this id from the serving generation, or None."""
+        broker = self.generation.broker
+        shards = {i: [doc_id] for i in range(len(broker.shards))}
+        return broker.fetch(shards, time.perf_counter() + self.settings.deadline_s).get(doc_id)
+
+    def close(self) -> None:
+        self.generations.close()

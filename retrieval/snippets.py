@@ -2,8 +2,9 @@
 
 The page text is HTML-escaped piece by piece and only our own ``<mark>`` tags are
 added, so no markup from a crawled page can reach a result page. Matching uses the
-same analysis as the index (a word matches when its stem is a query stem), found fast
-by a C-level regex over candidate prefixes and then confirmed by stemming.
+same analysis as the index (a word matches when its stem is a query stem). A
+:class:`SnippetMatcher` is built once per query: one compiled regex finds candidate
+words by prefix at C speed, and a per-query cache confirms each distinct word once.
 """
 
 from __future__ import annotations
@@ -13,7 +14,7 @@ import re
 from collections.abc import Iterable
 from dataclasses import dataclass
 
-from retrieval.tokenizer import fold, stem
+from retrieval.tokenizer import ENGLISH_STOPWORDS, fold, stem
 
 _WORD = re.compile(r"[^\W_]+(?:['’][^\W_]+)*")
 MAX_SCAN_CHARS = 200_000
@@ -27,26 +28,66 @@ class _Match:
     stem: str
 
 
-def _matches(text: str, stems: frozenset[str], surfaces: Iterable[str]) -> list[_Match]:
-    prefixes = {s for s in stems if s} | {fold(w) for w in surfaces if w}
-    if not prefixes:
-        return []
-    # Word starting with a stem or a query word; confirmed by stemming below.
-    pattern = re.compile(
-        r"\b(?:" + "|".join(re.escape(p) for p in sorted(prefixes, key=len, reverse=True)) + r")",
-        re.IGNORECASE,
-    )
-    found: list[_Match] = []
-    scan = text[:MAX_SCAN_CHARS]
-    for hit in pattern.finditer(scan):
-        word = _WORD.match(scan, hit.start())
-        if word is None:
-            continue
-        token = fold(word.group(0)).replace("'", "").replace("’", "")
-        token_stem = stem(token)
-        if token_stem in stems:
-            found.append(_Match(word.start(), word.end(), token_stem))
-    return found
+class SnippetMatcher:
+    """Finds the words of a text whose stem is one of the query's stems."""
+
+    def __init__(self, stems: Iterable[str], surfaces: Iterable[str] = ()) -> None:
+        self.stems = frozenset(s for s in stems if s)
+        # Stopwords are not indexed, so they are never highlighted; as prefixes they
+        # would only make every word starting with "a" a candidate.
+        folded = {fold(w) for w in surfaces if w}
+        prefixes = set(self.stems) | {w for w in folded if w not in ENGLISH_STOPWORDS and len(w) > 1}
+        prefixes.discard("")
+        self._prefixes = tuple(sorted(prefixes))
+        self._pattern: re.Pattern[str] | None = None  # compiled on first need (rare)
+        self._seen: dict[str, str | None] = {}
+
+    def _stem_if_match(self, word: str) -> str | None:
+        if word not in self._seen:
+            token_stem = stem(fold(word).replace("'", "").replace("’", ""))
+            self._seen[word] = token_stem if token_stem in self.stems else None
+        return self._seen[word]
+
+    def _candidate_starts(self, scan: str) -> list[int]:
+        """Offsets where a word begins with a query prefix.
+
+        ``str.find`` on the lower-cased text runs at memchr speed, far faster than a
+        case-insensitive regex alternation; the regex remains for texts whose
+        lower-casing changes their length (a few Unicode letters), where offsets
+        would not line up.
+        """
+        low = scan.lower()
+        if len(low) != len(scan):
+            if self._pattern is None:
+                alternation = "|".join(re.escape(p) for p in self._prefixes)
+                self._pattern = re.compile(r"\b(?:" + alternation + r")", re.IGNORECASE)
+            return [m.start() for m in self._pattern.finditer(scan)]
+        starts: set[int] = set()
+        for prefix in self._prefixes:
+            i = low.find(prefix)
+            while i != -1:
+                if i == 0 or not low[i - 1].isalnum():
+                    starts.add(i)
+                i = low.find(prefix, i + 1)
+        return sorted(starts)
+
+    def matches(self, text: str) -> list[_Match]:
+        if not self._prefixes:
+            return []
+        found: list[_Match] = []
+        scan = text[:MAX_SCAN_CHARS]
+        last_end = -1
+        for start in self._candidate_starts(scan):
+            if start < last_end:
+                continue
+            word = _WORD.match(scan, start)
+            if word is None:
+                continue
+            last_end = word.end()
+            token_stem = self._stem_if_match(word.group(0))
+            if token_stem is not None:
+                found.append(_Match(word.start(), word.end(), token_stem))
+        return found
 
 
 def _best_window(matches: list[_Match], width: int) -> int:
@@ -64,16 +105,19 @@ def _best_window(matches: list[_Match], width: int) -> int:
 
 
 def make_snippet(
-    text: str, stems: Iterable[str], surfaces: Iterable[str] = (), *, max_chars: int = 220
+    text: str,
+    stems: Iterable[str] | SnippetMatcher,
+    surfaces: Iterable[str] = (),
+    *,
+    max_chars: int = 220,
 ) -> str:
     """An HTML-safe snippet of ``text`` with query matches in ``<mark>``.
 
     >>> make_snippet("Air <b>flows</b> over a wing.", {"flow"}, max_chars=40)
     'Air &lt;b&gt;<mark>flows</mark>&lt;/b&gt; over a wing.'
     """
-    text = " ".join(text.split()) if len(text) < 4 * MAX_SCAN_CHARS else text
-    stem_set = frozenset(stems)
-    matches = _matches(text, stem_set, surfaces)
+    matcher = stems if isinstance(stems, SnippetMatcher) else SnippetMatcher(stems, surfaces)
+    matches = matcher.matches(text)
     if not matches:
         return _escape_cut(text, 0, max_chars)
     first = _best_window(matches, max_chars)
@@ -88,7 +132,9 @@ def make_snippet(
         end = space if space > start + max_chars // 2 else end
     pieces: list[str] = ["… " if start > 0 else ""]
     cursor = start
-    for m in (m for m in matches if m.start >= start and m.end <= end):
+    for m in matches:
+        if m.start < start or m.end > end:
+            continue
         pieces.append(html.escape(text[cursor : m.start], quote=True))
         pieces.append("<mark>" + html.escape(text[m.start : m.end], quote=True) + "</mark>")
         cursor = m.end

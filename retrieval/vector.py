@@ -79,9 +79,7 @@ class VectorShard:
         self._index = _index
         self._index.set_ef(ef)
         self._index.set_num_threads(1)
-        self._labels: NDArray[np.int64] = (
-            _labels if _labels is not None else np.zeros(0, dtype=np.int64)
-        )
+        self._labels: NDArray[np.int64] = _labels if _labels is not None else np.zeros(0, dtype=np.int64)
         self._doc_rows: dict[int, list[int]] = {}
         for row, doc in enumerate(self._labels.tolist()):
             if doc != _DELETED:

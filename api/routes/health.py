@@ -12,4 +12,4 @@ router = APIRouter()
 
 @router.get("/healthz", response_model=HealthModel)
 async def healthz(service: SearchDep) -> HealthModel:
-    return HealthModel(status="ok", documents=service.num_docs)
+    return HealthModel(status="ok", documents=service.num_docs, generation=service.generation.id)

@@ -12,7 +12,7 @@ from core.errors import QueryError
 
 router = APIRouter()
 
-SEARCH_PARAMS = frozenset({"q", "page", "size"})
+SEARCH_PARAMS = frozenset({"q", "page", "size", "site", "lang", "filetype", "ranker", "explain", "cursor"})
 
 
 def reject_unknown_params(request: Request, allowed: frozenset[str]) -> None:
@@ -31,14 +31,48 @@ def reject_unknown_params(request: Request, allowed: frozenset[str]) -> None:
     responses={400: {"model": ErrorModel}, 503: {"model": ErrorModel}},
     summary="Search the index",
 )
-async def search(
+def search(
     request: Request,
     service: SearchDep,
-    q: Annotated[str, Query(description='Query text; operators: "phrase", -term, site:, lang:, filetype:')],
-    page: Annotated[int, Query(ge=1, description="1-based page number.")] = 1,
-    size: Annotated[int | None, Query(ge=1, description="Results per page (capped).")] = None,
+    q: Annotated[
+        str | None,
+        Query(max_length=10_000, description='Query; operators: "phrase", -term, site:, lang:, filetype:'),
+    ] = None,
+    page: Annotated[
+        int, Query(ge=1, le=1000, description="1-based page number (capped; use cursor to go deeper).")
+    ] = 1,
+    size: Annotated[
+        int | None, Query(ge=1, le=1000, description="Results per page (capped by settings).")
+    ] = None,
+    site: Annotated[
+        str | None, Query(max_length=300, description="Only this host and its subdomains.")
+    ] = None,
+    lang: Annotated[str | None, Query(max_length=20, description="ISO 639-1 language code.")] = None,
+    filetype: Annotated[str | None, Query(max_length=20, description="File extension, e.g. pdf.")] = None,
+    ranker: Annotated[
+        str | None,
+        Query(max_length=64, description="bm25, hybrid-rrf, hybrid, ltr, … (default: best available)."),
+    ] = None,
+    explain: Annotated[bool, Query(description="Add why each result ranks where it does.")] = False,
+    cursor: Annotated[
+        str | None, Query(max_length=8192, description="next_cursor of a previous response.")
+    ] = None,
 ) -> Response:
+    """Search the serving generation. Plain ``def``: ranking may encode the query with a model
+    (CPU work), so it runs in the thread pool instead of blocking the event loop."""
     reject_unknown_params(request, SEARCH_PARAMS)
-    response = service.search(q, page=page, size=size)
+    if cursor is None and q is None:
+        raise QueryError("Parameter 'q' is required (or 'cursor' to continue a search).")
+    response = service.search(
+        q,
+        page=page,
+        size=size,
+        ranker=ranker,
+        cursor=cursor,
+        explain=explain,
+        site=site,
+        lang=lang,
+        filetype=filetype,
+    )
     body = SearchResponseModel.from_domain(response).model_dump_json()
     return Response(body, media_type="application/json")

@@ -37,7 +37,9 @@ def test_search_returns_ranked_highlighted_results(client: httpx.Client) -> None
     assert body["total"] == 2 and body["page"] == 1
     assert [x["url"] for x in body["results"]][0] == "https://docs.python.org/3/tutorial/datastructures.html"
     first = body["results"][0]
-    assert set(first) == {"doc_id", "url", "title", "snippet", "score"}
+    assert set(first) == {"doc_id", "url", "title", "snippet", "score", "explain"}
+    assert first["explain"] is None
+    assert body["generation"] and body["partial"] is False and body["missing_shards"] == []
     assert "<mark>List</mark> <mark>comprehensions</mark>" in first["snippet"]
 
 
@@ -51,7 +53,11 @@ def test_page_markup_never_reaches_results(client: httpx.Client) -> None:
     ("params", "status", "error"),
     [
         ({"q": ""}, 400, "bad_query"),
-        ({}, 400, "bad_parameter"),
+        ({}, 400, "bad_query"),
+        ({"q": "x", "ranker": "magic"}, 400, "bad_query"),
+        ({"q": "x", "cursor": "not-a-cursor"}, 400, "bad_query"),
+        ({"q": "x", "explain": "maybe"}, 400, "bad_parameter"),
+        ({"q": "x", "site": "exa mple"}, 400, "bad_query"),
         ({"q": "x", "page": "0"}, 400, "bad_parameter"),
         ({"q": "x", "page": "abc"}, 400, "bad_parameter"),
         ({"q": "x", "size": "1000"}, 400, "bad_query"),
@@ -128,8 +134,35 @@ def test_nasty_queries_never_5xx(client: httpx.Client, q: str) -> None:
             assert r.json()["detail"]
 
 
+def test_filters_as_parameters_and_explain(client: httpx.Client) -> None:
+    body = client.get(
+        "/v1/search", params={"q": "comprehension", "site": "python.org", "explain": "true"}
+    ).json()
+    urls = {r["url"] for r in body["results"]}
+    assert urls == {
+        "https://docs.python.org/3/tutorial/datastructures.html",
+        "https://wiki.python.org/moin/Generators",
+    }
+    why = body["results"][0]["explain"]
+    assert why["bm25"] == body["results"][0]["score"] and why["lexical_rank"] == 1 and why["position"] == 1
+
+
+def test_cursor_pages_through_everything_once(client: httpx.Client) -> None:
+    first = client.get("/v1/search", params={"q": "list lists comprehension", "size": 2}).json()
+    seen = [r["doc_id"] for r in first["results"]]
+    cursor = first["next_cursor"]
+    while cursor:
+        page = client.get("/v1/search", params={"cursor": cursor}).json()
+        seen += [r["doc_id"] for r in page["results"]]
+        cursor = page["next_cursor"]
+    everything = client.get("/v1/search", params={"q": "list lists comprehension", "size": 20}).json()
+    assert seen == [r["doc_id"] for r in everything["results"]]
+    assert len(seen) == everything["total"]
+
+
 def test_healthz_and_unknown_route(client: httpx.Client) -> None:
-    assert client.get("/healthz").json() == {"status": "ok", "documents": len(SMALL_WEB)}
+    health = client.get("/healthz").json()
+    assert (health["status"], health["documents"]) == ("ok", len(SMALL_WEB))
     r = client.get("/v2/nothing")
     assert (r.status_code, r.json()["error"]) == (404, "not_found")
 
@@ -149,4 +182,4 @@ def test_search_page_renders_results_and_paging(client: httpx.Client) -> None:
 def test_openapi_documents_search(client: httpx.Client) -> None:
     spec = client.get("/openapi.json").json()
     params = {p["name"] for p in spec["paths"]["/v1/search"]["get"]["parameters"]}
-    assert params == {"q", "page", "size"}
+    assert params == {"q", "page", "size", "site", "lang", "filetype", "ranker", "explain", "cursor"}

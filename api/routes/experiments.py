@@ -1,0 +1,197 @@
+"""Online experiments in the API: ``POST /v1/click`` and the helpers the search route calls.
+
+The search route asks :func:`assignment_for` which variant a request is in, runs the
+variant's ranker (both rankers, merged by :func:`interleave_responses`, for an
+interleaving experiment), and calls :func:`log_impression`, which returns the
+impression id the client sends back with each click. The user (randomization unit)
+is the ``X-Trawl-User`` header, else the ``trawl_uid`` cookie (names in
+``settings.experiments``); a new visitor gets a minted id and the cookie.
+:func:`search_with_experiments` does all of this in one call.
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, replace
+from typing import Annotated
+
+from fastapi import APIRouter, Request, Response
+from fastapi.responses import JSONResponse
+from pydantic import BaseModel, ConfigDict, Field
+
+from api.errors import error_response
+from core.settings import Settings
+from core.types import Hit, SearchResponse
+from training.experiments.interleaving import Team, interleave_rng, team_draft
+from training.experiments.online import Assignment
+from training.experiments.runtime import BadClick, ExperimentRuntime, UnknownImpression
+
+router = APIRouter()
+
+IMPRESSION_HEADER = "X-Trawl-Impression"
+COOKIE_MAX_AGE_S = 365 * 86_400
+
+
+class ClickIn(BaseModel):
+    """A click on one result of one impression."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    impression_id: Annotated[str, Field(pattern=r"^[0-9a-f]{32}$", description="From X-Trawl-Impression.")]
+    doc_id: Annotated[int, Field(ge=0, lt=2**63, description="The clicked result's doc_id.")]
+    position: Annotated[int, Field(ge=1, le=1000, description="1-based rank on the page shown.")]
+
+
+class ClickOut(BaseModel):
+    click_id: str
+
+
+def open_experiments(settings: Settings) -> ExperimentRuntime:
+    """Build the runtime for ``app.state.experiments`` (call in the lifespan; close it after ``yield``)."""
+    return ExperimentRuntime.from_settings(settings)
+
+
+def get_runtime(request: Request) -> ExperimentRuntime | None:
+    runtime: ExperimentRuntime | None = getattr(request.app.state, "experiments", None)
+    return runtime
+
+
+def _experiment_settings(request: Request) -> tuple[str, str]:
+    settings: Settings | None = getattr(request.app.state, "settings", None)
+    s = settings.experiments if settings is not None else Settings.model_fields["experiments"].default
+    return s.user_header, s.user_cookie
+
+
+def user_id(request: Request) -> str | None:
+    """The randomization unit: the user header, else the cookie, else None (not bucketed)."""
+    header, cookie = _experiment_settings(request)
+    value = request.headers.get(header) or request.cookies.get(cookie)
+    return value[:128] if value else None
+
+
+def assignment_for(request: Request, unit_id: str | None) -> Assignment | None:
+    """The active experiment's assignment for this user, or None (no runtime, experiment or id)."""
+    runtime = get_runtime(request)
+    return runtime.assign(unit_id) if runtime is not None else None
+
+
+def new_impression_id() -> str:
+    return uuid.uuid4().hex
+
+
+def interleave_responses(
+    a: SearchResponse, b: SearchResponse, *, impression_id: str
+) -> tuple[SearchResponse, tuple[Team, ...]]:
+    """Team-draft merge of two responses to the same query (page size of ``a``); returns the teams too."""
+    by_id: dict[int, Hit] = {int(h.doc_id): h for h in (*b.hits, *a.hits)}
+    merged = team_draft(
+        [int(h.doc_id) for h in a.hits],
+        [int(h.doc_id) for h in b.hits],
+        k=a.size,
+        rng=interleave_rng(impression_id),
+    )
+    hits = tuple(by_id[int(d)] for d in merged.doc_ids)  # type: ignore[call-overload]
+    return replace(a, hits=hits, ranker=f"{a.ranker}|{b.ranker}"), merged.teams
+
+
+def log_impression(
+    request: Request,
+    response: SearchResponse,
+    *,
+    unit_id: str | None,
+    assignment: Assignment | None,
+    teams: Sequence[Team] = (),
+    impression_id: str | None = None,
+) -> str | None:
+    """Record what was shown; returns the impression id for ``X-Trawl-Impression`` (None: not wired)."""
+    runtime = get_runtime(request)
+    if runtime is None:
+        return None
+    return runtime.record_impression(
+        query=response.query.raw,
+        doc_ids=[int(h.doc_id) for h in response.hits],
+        assignment=assignment,
+        unit_id=unit_id,
+        teams=teams,
+        ranker=response.ranker,
+        generation=response.generation,
+        page=response.page,
+        size=response.size,
+        impression_id=impression_id,
+    )
+
+
+@dataclass(frozen=True, slots=True)
+class ExperimentOutcome:
+    """A search answered under an experiment: what to render and what to tell the client."""
+
+    response: SearchResponse
+    impression_id: str | None
+    minted_user_id: str | None
+    """Set when the visitor had no id: the cookie to send."""
+    cookie_name: str
+
+    def apply(self, http: Response) -> None:
+        """Add ``X-Trawl-Impression`` (and a new visitor's cookie) to the HTTP response."""
+        if self.impression_id is not None:
+            http.headers[IMPRESSION_HEADER] = self.impression_id
+        if self.minted_user_id is not None:
+            http.set_cookie(
+                self.cookie_name, self.minted_user_id, max_age=COOKIE_MAX_AGE_S, httponly=True, samesite="lax"
+            )
+
+
+def search_with_experiments(
+    request: Request, search: Callable[[str | None], SearchResponse]
+) -> ExperimentOutcome:
+    """Assign, search (twice and merge, for interleaving on page 1), log the impression.
+
+    ``search(ranker)`` answers the request's query with the named ranker (None: the
+    service's default). Interleaving applies to page 1; later pages show ranker A.
+    """
+    _, cookie = _experiment_settings(request)
+    unit = user_id(request)
+    minted = None
+    if unit is None and get_runtime(request) is not None:
+        unit = minted = uuid.uuid4().hex
+    assignment = assignment_for(request, unit)
+    impression_id = new_impression_id()
+    teams: tuple[Team, ...] = ()
+    if assignment is None:
+        result = search(None)
+    elif assignment.mode == "interleave":
+        a = search(assignment.rankers[0])
+        if a.page == 1:
+            result, teams = interleave_responses(
+                a, search(assignment.rankers[1]), impression_id=impression_id
+            )
+        else:
+            result = a
+    else:
+        result = search(assignment.rankers[0])
+    logged = log_impression(
+        request, result, unit_id=unit, assignment=assignment, teams=teams, impression_id=impression_id
+    )
+    return ExperimentOutcome(result, logged, minted, cookie)
+
+
+@router.post(
+    "/v1/click",
+    status_code=202,
+    response_model=ClickOut,
+    summary="Record a click on a search result",
+)
+async def click(request: Request, body: ClickIn) -> JSONResponse:
+    runtime = get_runtime(request)
+    if runtime is None:
+        return error_response(503, "experiments_unavailable", "Click logging is not enabled on this server.")
+    try:
+        click_id = runtime.record_click(
+            impression_id=body.impression_id, doc_id=body.doc_id, position=body.position
+        )
+    except UnknownImpression as exc:
+        return error_response(404, "unknown_impression", str(exc))
+    except BadClick as exc:
+        return error_response(400, "bad_click", str(exc))
+    return JSONResponse({"click_id": click_id}, status_code=202)

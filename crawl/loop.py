@@ -1,0 +1,589 @@
+"""The crawl loop: N async workers taking leases from the frontier until the work runs out.
+
+Per URL: the address guard, robots.txt (fetched in the host's own politeness slot),
+the fetch, then by outcome: parse, apply ``rel=canonical`` and meta robots, dedup,
+and queue the outlinks. A bad page is data, not an exception: every outcome becomes
+a ``UrlUpdate`` and the loop moves on.
+
+Durability: results are committed in batches. A batch's documents and link edges are
+written to their Parquet stores first, then the batch's crawl state is committed to
+SQLite in one transaction. A crash between the two only means the batch's URLs are
+fetched again on resume (the re-written documents supersede the earlier copies by
+``doc_id``); a URL acknowledged in SQLite always has its document on disk. WARC
+records are written as responses arrive.
+
+Example::
+
+    crawler = Crawler(Path("data/crawl"), CrawlSettings(allow_private=True), seeds=["http://127.0.0.1:8000/"])
+    summary = asyncio.run(crawler.run())
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from collections.abc import Sequence
+from email.utils import parsedate_to_datetime
+from pathlib import Path
+
+from core.docstore import DocStore
+from core.errors import CrawlError, FetchError, OutOfScope, RobotsDenied, TooLarge
+from core.linkgraph import Edge, LinkGraphStore
+from core.settings import CrawlSettings
+from core.types import Document, doc_id_for
+from crawl.content import decode_html, is_html_body
+from crawl.dedup import NearDupIndex, content_hash, normalize_text, simhash64
+from crawl.extract import ParsedPage, parse_html
+from crawl.fetcher import Fetcher, FetchResult, HopCheck, make_client
+from crawl.frontier import Feedback, Frontier, Lease
+from crawl.guard import AddressGuard, DnsCache, Resolver, system_resolver
+from crawl.recrawl import next_interval
+from crawl.robots import RobotsCache
+from crawl.scope import Scope
+from crawl.seen import SeenUrls
+from crawl.sitemaps import parse_sitemap
+from crawl.state import CrawlDb, NewUrl, UrlUpdate
+from crawl.stats import CrawlStats, CrawlSummary
+from crawl.urls import canonicalize_url, host_of, origin_of
+from crawl.warc import WarcSink
+
+logger = logging.getLogger(__name__)
+
+__all__ = ["Crawler", "CrawlPaths"]
+
+_MAX_SITEMAP_DEPTH = 3
+_SEED_PRIORITY = 1.0
+_SITEMAP_PRIORITY = 0.9
+_SITEMAP_PAGE_PRIORITY = 0.8
+
+
+class CrawlPaths:
+    """Where one crawl keeps its files under its data directory."""
+
+    def __init__(self, data_dir: Path) -> None:
+        self.root = Path(data_dir)
+        self.db = self.root / "frontier.sqlite"
+        self.warc = self.root / "warc"
+        self.docs = self.root / "docs"
+        self.links = self.root / "links"
+
+
+def _retry_after_s(value: str, now: float) -> float | None:
+    """``Retry-After`` as seconds from now (delta-seconds or an HTTP date)."""
+    value = value.strip()
+    if not value:
+        return None
+    if value.isdigit():
+        return float(value)
+    try:
+        return max(0.0, parsedate_to_datetime(value).timestamp() - now)
+    except (TypeError, ValueError):
+        return None
+
+
+def _error_kind(exc: CrawlError) -> str:
+    if isinstance(exc, TooLarge):
+        return "too_large"
+    if isinstance(exc, RobotsDenied):
+        return "robots"
+    if isinstance(exc, OutOfScope):
+        return "guard"
+    if isinstance(exc, FetchError):
+        return exc.reason.split(":", 1)[0].replace(" ", "_")
+    return type(exc).__name__
+
+
+class Crawler:
+    """One crawl over one data directory; ``run`` until done, stopped or out of budget."""
+
+    def __init__(
+        self,
+        data_dir: Path,
+        settings: CrawlSettings,
+        *,
+        seeds: Sequence[str],
+        scope: Scope | None = None,
+        recrawl: bool = False,
+        resolver: Resolver = system_resolver,
+    ) -> None:
+        self.paths = CrawlPaths(data_dir)
+        self.settings = settings
+        self.seeds = [u for u in (canonicalize_url(s) for s in seeds) if u]
+        self.scope = scope or Scope.from_seeds(self.seeds, mode=settings.scope, max_depth=settings.max_depth)
+        self.recrawl = recrawl
+        self.stats = CrawlStats()
+        self._resolver = resolver
+        self._stopped = False
+        self._docs: list[Document] = []
+        self._edges: list[Edge] = []
+        self._last_flush = time.monotonic()
+        self._frontier: Frontier | None = None
+
+    def request_stop(self) -> None:
+        """Finish the fetches in flight, store everything, and return (Ctrl-C)."""
+        if not self._stopped:
+            logger.info("Stopping: finishing the fetches in flight")
+        self._stopped = True
+        if self._frontier is not None:
+            self._frontier.stop()
+
+    # -- lifecycle -----------------------------------------------------------
+
+    async def run(self) -> CrawlSummary:
+        s = self.settings
+        self.paths.root.mkdir(parents=True, exist_ok=True)
+        self._db = CrawlDb(self.paths.db)
+        try:
+            if self.recrawl:
+                due = self._db.schedule_recrawl(time.time())
+                logger.info("Recrawl: %d pages due", due)
+            self._seen = SeenUrls(self._db)
+            self._frontier = Frontier.from_settings(
+                s, self._db, self._seen, count_existing_pages=not self.recrawl
+            )
+            if self._stopped:
+                self._frontier.stop()
+            self._dedup = NearDupIndex(s.near_dup_max_distance)
+            for url, text_hash, fingerprint in self._db.indexed_fingerprints():
+                self._dedup.add(url, text_hash, fingerprint)
+            self._docstore = DocStore(self.paths.docs)
+            self._links = LinkGraphStore(self.paths.links)
+            self._warc = WarcSink(self.paths.warc, max_file_bytes=s.warc_max_file_bytes)
+            guard = AddressGuard(
+                DnsCache(self._resolver),
+                allow_private=s.allow_private,
+                allowed_networks=s.allowed_networks,
+            )
+            self._guard = guard
+            async with make_client(
+                timeout_s=s.fetch_timeout_s, max_connections=max(s.concurrency, 10)
+            ) as client:
+                self._fetcher = Fetcher.from_settings(s, client, guard)
+                self._robots = RobotsCache(
+                    self._fetch_robots,
+                    user_agent=s.user_agent,
+                    ttl_s=s.robots_ttl_s,
+                    error_ttl_s=s.robots_error_ttl_s,
+                    store=self._db,
+                )
+                for seed in self.seeds:
+                    self._frontier.add(NewUrl(seed, host_of(seed), 0, _SEED_PRIORITY))
+                await self._run_workers()
+        finally:
+            try:
+                if self._frontier is not None:
+                    self._flush()
+            finally:
+                if hasattr(self, "_warc"):
+                    self._warc.close()
+                self._db.close()
+        self.stats.queued = self._frontier.pending if self._frontier else 0
+        summary = self.stats.summary(stopped=self._stopped)
+        logger.info(
+            "Crawl finished: %d pages, %d indexed, %d duplicates in %.1f s",
+            summary.pages,
+            summary.indexed,
+            summary.duplicates,
+            summary.elapsed_s,
+        )
+        return summary
+
+    async def _run_workers(self) -> None:
+        workers = [asyncio.create_task(self._worker()) for _ in range(self.settings.concurrency)]
+        flusher = asyncio.create_task(self._flush_periodically())
+        try:
+            await asyncio.gather(*workers)
+        finally:
+            flusher.cancel()
+            for worker in workers:
+                worker.cancel()
+            await asyncio.gather(flusher, *workers, return_exceptions=True)
+
+    async def _flush_periodically(self) -> None:
+        while True:
+            await asyncio.sleep(self.settings.flush_interval_s)
+            self._flush()
+
+    def _flush(self) -> None:
+        """Store documents and edges, then acknowledge their URLs in one SQLite commit."""
+        assert self._frontier is not None
+        if self._docs:
+            self._docstore.append(self._docs)
+            self._docs = []
+        if self._edges:
+            self._links.append(self._edges)
+            self._edges = []
+        self._warc.flush()
+        self._frontier.commit()
+        self._last_flush = time.monotonic()
+
+    async def _worker(self) -> None:
+        frontier = self._frontier
+        assert frontier is not None
+        while (lease := await frontier.lease()) is not None:
+            try:
+                await self._handle(lease)
+            except Exception as exc:  # a bug on one page must not stop the crawl
+                logger.exception("Internal error on %s", lease.url)
+                frontier.finish(
+                    lease,
+                    UrlUpdate(lease.url, "failed", f"internal error: {type(exc).__name__}", fetched=True),
+                    Feedback(error=True),
+                )
+            self.stats.queued = frontier.pending
+            self.stats.in_flight = frontier.in_flight
+            if frontier.uncommitted >= self.settings.flush_every:
+                self._flush()
+
+    # -- one URL -------------------------------------------------------------
+
+    async def _fetch_robots(self, url: str) -> tuple[int, bytes]:
+        result = await self._fetcher.fetch(url, follow_cross_origin=True)
+        self._record_exchange(result)
+        self.stats.robots_fetches += 1
+        return result.status, result.body
+
+    def _record_exchange(self, result: FetchResult) -> None:
+        self.stats.fetches += 1
+        self.stats.bytes += len(result.body)
+        self._warc.write(result)
+
+    def _hop_check(self, depth: int) -> HopCheck:
+        async def check(target: str) -> None:
+            reason = self.scope.out_of_scope_reason(target, depth)
+            if reason:
+                raise OutOfScope(f"Redirect to {target!r} leaves the crawl scope: {reason}.")
+            if not await self._robots.is_allowed(target):
+                raise RobotsDenied(f"robots.txt disallows the redirect target {target!r}.")
+
+        return check
+
+    def _finish(self, lease: Lease, update: UrlUpdate, feedback: Feedback) -> None:
+        assert self._frontier is not None
+        self.stats.outcomes[update.outcome.split(":", 1)[0]] += 1
+        self._frontier.finish(lease, update, feedback)
+
+    def _retry_or_fail(self, lease: Lease, outcome: str, http_status: int | None) -> UrlUpdate:
+        if lease.retries < self.settings.max_retries:
+            return UrlUpdate(lease.url, "pending", outcome, http_status, retries=lease.retries + 1)
+        return UrlUpdate(
+            lease.url,
+            "failed",
+            outcome,
+            http_status,
+            retries=lease.retries,
+            fetched=True,
+            last_fetch=time.time(),
+        )
+
+    async def _handle(self, lease: Lease) -> None:
+        url = lease.url
+        host = lease.host
+        try:
+            await self._guard.checked_address(host.rsplit(":", 1)[0] if not host.endswith("]") else host)
+        except OutOfScope as exc:
+            self.stats.errors["guard"] += 1
+            self._finish(
+                lease,
+                UrlUpdate(url, "blocked", "blocked: address guard", blocked_reason=str(exc)),
+                Feedback(requested=False),
+            )
+            return
+        origin = origin_of(url)
+        policy = self._robots.cached(origin)
+        if policy is None:
+            started = time.monotonic()
+            policy = await self._robots.policy(origin)
+            for sitemap in policy.sitemaps:
+                self._add_sitemap(sitemap, 0, parent=f"{origin}/robots.txt")
+            assert self._frontier is not None
+            self._frontier.defer(
+                lease,
+                Feedback(
+                    response_s=time.monotonic() - started,
+                    error=policy.mode == "deny_all",
+                    crawl_delay_s=policy.crawl_delay(self._robots.agent),
+                ),
+            )
+            return
+        if policy.mode == "deny_all":
+            self.stats.errors["robots_unavailable"] += 1
+            self._finish(
+                lease,
+                self._retry_or_fail(lease, "robots.txt unavailable", policy.status or None),
+                Feedback(requested=False, error=True, retry_after_s=policy.expires_at - time.time()),
+            )
+            return
+        if not policy.can_fetch(url, self._robots.agent):
+            self._finish(
+                lease,
+                UrlUpdate(url, "blocked", "blocked: robots.txt", blocked_reason="disallowed by robots.txt"),
+                Feedback(requested=False),
+            )
+            return
+        crawl_delay = policy.crawl_delay(self._robots.agent)
+        try:
+            result = await self._fetcher.fetch(
+                url,
+                etag=lease.etag,
+                last_modified=lease.last_modified,
+                hop_check=self._hop_check(lease.depth),
+                redirects_so_far=lease.redirects,
+                hop_delay_s=max(self.settings.min_delay_s, crawl_delay),
+            )
+        except (OutOfScope, RobotsDenied) as exc:
+            kind = _error_kind(exc)
+            self._finish(
+                lease,
+                UrlUpdate(url, "blocked", f"blocked: {kind}", blocked_reason=str(exc), fetched=True),
+                Feedback(crawl_delay_s=crawl_delay),
+            )
+            return
+        except TooLarge as exc:
+            self.stats.errors["too_large"] += 1
+            self._finish(
+                lease,
+                UrlUpdate(
+                    url, "done", "too large", blocked_reason=str(exc), fetched=True, last_fetch=time.time()
+                ),
+                Feedback(crawl_delay_s=crawl_delay),
+            )
+            return
+        except FetchError as exc:
+            kind = _error_kind(exc)
+            self.stats.errors[kind] += 1
+            # A request we gave up on may still be running on the server: give the host at
+            # least as long again before the next one, so it never has two of ours at once.
+            recover_s = self.settings.fetch_timeout_s if kind == "timeout" else None
+            self._finish(
+                lease,
+                self._retry_or_fail(lease, f"error: {exc.reason}", None),
+                Feedback(error=True, crawl_delay_s=crawl_delay, retry_after_s=recover_s),
+            )
+            return
+        self._record_exchange(result)
+        feedback = Feedback(response_s=result.elapsed_s, crawl_delay_s=crawl_delay)
+        self._finish(
+            lease, self._handle_response(lease, result, feedback), self._feedback_for(result, feedback)
+        )
+
+    def _feedback_for(self, result: FetchResult, ok: Feedback) -> Feedback:
+        if result.status == 429 or result.status >= 500:
+            self.stats.errors[f"http_{result.status}"] += 1
+            retry_after = _retry_after_s(result.headers.get("retry-after", ""), time.time())
+            return Feedback(
+                response_s=ok.response_s,
+                error=True,
+                retry_after_s=retry_after,
+                crawl_delay_s=ok.crawl_delay_s,
+            )
+        return ok
+
+    def _handle_response(self, lease: Lease, result: FetchResult, feedback: Feedback) -> UrlUpdate:
+        url = lease.url
+        status = result.status
+        now = time.time()
+        common = {
+            "http_status": status,
+            "fetched": True,
+            "last_fetch": now,
+            "bytes": len(result.body),
+            "elapsed_s": result.elapsed_s,
+        }
+        if status == 429 or status >= 500:
+            update = self._retry_or_fail(lease, f"http {status}", status)
+            return update
+        if result.redirect_to:
+            target = result.redirect_to
+            reason = self.scope.out_of_scope_reason(target, lease.depth)
+            if not reason and result.redirects <= self.settings.max_redirects:
+                assert self._frontier is not None
+                self._frontier.add(
+                    NewUrl(
+                        target,
+                        host_of(target),
+                        lease.depth,
+                        lease.priority,
+                        kind=lease.kind,
+                        parent=url,
+                        redirects=result.redirects,
+                    )
+                )
+            return UrlUpdate(url, "done", "redirect", dup_of=target, **common)  # type: ignore[arg-type]
+        if lease.kind == "sitemap":
+            return self._handle_sitemap(lease, result, common)
+        schedule = self._schedule(lease, changed=status != 304, now=now)
+        if status == 304:
+            return UrlUpdate(
+                url,
+                "done",
+                "not modified",
+                etag=result.headers.get("etag", lease.etag),
+                last_modified=result.headers.get("last-modified", lease.last_modified),
+                **common,
+                **schedule,  # type: ignore[arg-type]
+            )
+        if status >= 300:
+            return UrlUpdate(url, "done", f"http {status}", **common, **schedule)  # type: ignore[arg-type]
+        validators = {
+            "etag": result.headers.get("etag", ""),
+            "last_modified": result.headers.get("last-modified", ""),
+        }
+        if not is_html_body(result.media_type, result.body):
+            return UrlUpdate(url, "done", "not html", **common, **schedule, **validators)  # type: ignore[arg-type]
+        html, _ = decode_html(result.body, result.charset)
+        page = parse_html(
+            html,
+            result.final_url,
+            x_robots_tag=result.headers.get("x-robots-tag", ""),
+            max_links=self.settings.max_links_per_page * 2,
+        )
+        self.stats.pages += 1
+        self._follow_links(lease, result.final_url, page)
+        if result.final_url != url:
+            assert self._frontier is not None
+            self._frontier.add(
+                NewUrl(
+                    result.final_url,
+                    host_of(result.final_url),
+                    lease.depth,
+                    lease.priority,
+                    status="done",
+                    outcome="fetched via redirect",
+                    dup_of=url,
+                )
+            )
+        return self._index_page(lease, result, page, common | schedule | validators)
+
+    def _schedule(self, lease: Lease, *, changed: bool, now: float) -> dict[str, float]:
+        """Next fetch time and interval after a fetch that did (not) observe a change."""
+        s = self.settings
+        interval = next_interval(
+            lease.interval_s,
+            changed=changed,
+            initial_s=s.recrawl_initial_s,
+            min_s=s.recrawl_min_s,
+            max_s=s.recrawl_max_s,
+        )
+        return {"next_fetch": now + interval, "interval_s": interval}
+
+    def _handle_sitemap(self, lease: Lease, result: FetchResult, common: dict[str, object]) -> UrlUpdate:
+        if result.status >= 300:
+            return UrlUpdate(lease.url, "done", f"http {result.status}", **common)  # type: ignore[arg-type]
+        entries = parse_sitemap(result.body, max_bytes=self.settings.max_page_bytes)
+        assert self._frontier is not None
+        for page in entries.pages:
+            target = canonicalize_url(page, base=lease.url)
+            if target and self.scope.contains(target, 1):
+                self._frontier.add(
+                    NewUrl(target, host_of(target), 1, _SITEMAP_PAGE_PRIORITY, parent=lease.url)
+                )
+        for child in entries.sitemaps:
+            self._add_sitemap(child, lease.depth + 1, parent=lease.url)
+        return UrlUpdate(lease.url, "done", "sitemap", **common)  # type: ignore[arg-type]
+
+    def _add_sitemap(self, sitemap_url: str, depth: int, *, parent: str) -> None:
+        target = canonicalize_url(sitemap_url, base=parent)
+        if not target or depth > _MAX_SITEMAP_DEPTH or self.scope.out_of_scope_reason(target, 0):
+            return
+        assert self._frontier is not None
+        self._frontier.add(
+            NewUrl(target, host_of(target), depth, _SITEMAP_PRIORITY, kind="sitemap", parent=parent)
+        )
+
+    def _follow_links(self, lease: Lease, page_url: str, page: ParsedPage) -> None:
+        if page.nofollow:
+            return
+        assert self._frontier is not None
+        depth = lease.depth + 1
+        priority = 1.0 / (1.0 + depth)
+        taken = 0
+        for link in page.links:
+            if link.nofollow:
+                continue
+            if taken >= self.settings.max_links_per_page:
+                break
+            taken += 1
+            self._edges.append(Edge(page_url, link.url, link.anchor_text))
+            if self.scope.contains(link.url, depth):
+                self._frontier.add(NewUrl(link.url, host_of(link.url), depth, priority, parent=page_url))
+
+    def _index_page(
+        self, lease: Lease, result: FetchResult, page: ParsedPage, fields: dict[str, object]
+    ) -> UrlUpdate:
+        url = lease.url
+        final = result.final_url
+        assert self._frontier is not None
+        if (
+            page.canonical_url
+            and page.canonical_url != final
+            and self.scope.contains(page.canonical_url, lease.depth)
+        ):
+            self._frontier.add(
+                NewUrl(
+                    page.canonical_url, host_of(page.canonical_url), lease.depth, lease.priority, parent=url
+                )
+            )
+            return UrlUpdate(url, "done", "canonicalized", dup_of=page.canonical_url, **fields)  # type: ignore[arg-type]
+        if page.noindex:
+            return UrlUpdate(url, "done", "noindex", **fields)  # type: ignore[arg-type]
+        text_hash = content_hash(page.body)
+        fingerprint = simhash64(page.body)
+        changed = text_hash != lease.previous_hash
+        if normalize_text(page.body):
+            verdict = self._dedup.check(text_hash, fingerprint)
+            if verdict.kind != "unique" and verdict.of_url not in (url, final):
+                self.stats.duplicates += 1
+                return UrlUpdate(
+                    url,
+                    "done",
+                    f"duplicate ({verdict.kind})",
+                    content_hash=text_hash,
+                    simhash=fingerprint,
+                    dup_of=verdict.of_url,
+                    **fields,  # type: ignore[arg-type]
+                )
+            self._dedup.add(url, text_hash, fingerprint)
+        if lease.fetch_count:
+            fields = fields | self._schedule(lease, changed=changed, now=time.time())
+            if not changed:
+                return UrlUpdate(
+                    url,
+                    "done",
+                    "indexed",
+                    content_hash=text_hash,
+                    simhash=fingerprint,
+                    **fields,  # type: ignore[arg-type]
+                )
+        bare_host = host_of(final).rsplit(":", 1)[0] if not host_of(final).endswith("]") else host_of(final)
+        self._docs.append(
+            Document(
+                doc_id=doc_id_for(final),
+                url=final,
+                title=page.title,
+                body=page.body,
+                headings=page.headings,
+                host=bare_host,
+                lang=page.lang,
+                filetype="html",
+                description=page.description,
+                published_at=page.published_at if page.published_at is not None else page.modified_at,
+                fetched_at=result.fetched_at,
+                content_hash=text_hash,
+                simhash=fingerprint,
+                outlinks=tuple(link.url for link in page.links if not link.nofollow)[
+                    : self.settings.max_links_per_page
+                ],
+            )
+        )
+        self.stats.indexed += 1
+        return UrlUpdate(
+            url,
+            "done",
+            "indexed",
+            content_hash=text_hash,
+            simhash=fingerprint,
+            changed=bool(lease.fetch_count),
+            **fields,  # type: ignore[arg-type]
+        )

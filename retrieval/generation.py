@@ -1,0 +1,170 @@
+"""Open generations: everything one published index version serves, and the switch between them.
+
+A :class:`Generation` is a broker over the shards of one generation directory (their
+Tantivy and HNSW indexes) plus its manifest. :class:`GenerationSet` keeps the serving
+one and the few before it open (cursors pinned to an older generation keep working
+after a publish), and picks up a new ``CURRENT`` only after warming it.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from collections import OrderedDict
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import Self
+
+from core.errors import IndexStateError, ManifestError
+from core.settings import SearchSettings
+from retrieval.broker import Broker, LocalShard, ShardBackend
+from retrieval.build import IndexManifest, shard_dir
+from retrieval.lexical import FieldBoosts, LexicalShard
+from retrieval.manifest import CURRENT, IndexRoot, resolve_index
+from retrieval.vector import VectorShard
+
+logger = logging.getLogger(__name__)
+
+
+def open_vectors(gen_dir: Path, shard: int) -> VectorShard | None:
+    """The shard's current vector index, or None before any embedding backfill."""
+    from retrieval.backfill import current_version, vector_root
+
+    version = current_version(gen_dir, shard)
+    if version is None:
+        return None
+    try:
+        return VectorShard.load(vector_root(gen_dir, shard) / version / "index")
+    except (ManifestError, OSError, RuntimeError) as exc:
+        logger.warning("shard %d: vector index unusable, serving lexical only: %s", shard, exc)
+        return None
+
+
+class Generation:
+    """One generation, opened: its manifest, its broker, and the embedding model its vectors need."""
+
+    def __init__(self, path: Path, manifest: IndexManifest, broker: Broker, vector_model: str | None) -> None:
+        self.path = path
+        self.manifest = manifest
+        self.broker = broker
+        self.vector_model = vector_model
+
+    @property
+    def id(self) -> str:
+        return self.manifest.generation
+
+    @property
+    def num_docs(self) -> int:
+        return self.broker.num_docs
+
+    @property
+    def has_vectors(self) -> bool:
+        return self.vector_model is not None
+
+    @classmethod
+    def open(
+        cls,
+        path: Path,
+        settings: SearchSettings,
+        *,
+        remote: Sequence[Sequence[ShardBackend]] | None = None,
+    ) -> Self:
+        """Open a generation directory in-process, or attach a broker to remote shards."""
+        manifest = IndexManifest.load(path)
+        boosts = FieldBoosts.from_settings(settings)
+        shards: list[list[ShardBackend]]
+        if remote is not None:
+            shards = [list(r) for r in remote]
+            if len(shards) != manifest.shards:
+                raise IndexStateError(
+                    f"{len(shards)} shard addresses given but generation {manifest.generation} has "
+                    f"{manifest.shards} shards."
+                )
+        else:
+            shards = []
+            for i in range(manifest.shards):
+                lexical = LexicalShard(shard_dir(path, i) / "lexical", boosts=boosts)
+                vectors = open_vectors(path, i) if settings.use_vectors else None
+                shards.append([LocalShard(i, lexical, vectors)])
+        models = {replica.vector_model for replicas in shards for replica in replicas}
+        vector_model = models.pop() if len(models) == 1 else None
+        if vector_model is None and len(models) > 1:
+            logger.warning("generation %s: shards disagree on vectors (%s); lexical only", path, models)
+        broker = Broker(shards, deadline_s=settings.deadline_s, hedge=settings.hedge)
+        return cls(path, manifest, broker, vector_model)
+
+    def close(self) -> None:
+        self.broker.close()
+
+
+class GenerationSet:
+    """The serving generation plus a few older ones, switched when ``CURRENT`` changes."""
+
+    def __init__(
+        self,
+        index: Path,
+        opener: Callable[[Path], Generation],
+        *,
+        keep: int = 3,
+        warm: Callable[[Generation], None] | None = None,
+    ) -> None:
+        self.index = Path(index)
+        self._opener = opener
+        self._keep = keep
+        self._warm = warm
+        self._lock = threading.Lock()
+        self._open: OrderedDict[str, Generation] = OrderedDict()
+        self._pointer: tuple[float, str] | None = None
+        self.listeners: list[Callable[[Generation], None]] = []
+        first = opener(resolve_index(self.index))
+        self._open[first.id] = first
+        self._current = first
+        self._pointer = self._read_pointer()
+
+    @property
+    def current(self) -> Generation:
+        return self._current
+
+    def _read_pointer(self) -> tuple[float, str] | None:
+        pointer = self.index / CURRENT
+        try:
+            return (pointer.stat().st_mtime, pointer.read_text().strip())
+        except FileNotFoundError:
+            return None
+
+    def get(self, generation: str) -> Generation | None:
+        return self._open.get(generation)
+
+    def refresh(self) -> bool:
+        """Switch to the published generation if it changed; True when it did."""
+        pointer = self._read_pointer()
+        if pointer is None or pointer == self._pointer:
+            return False
+        with self._lock:
+            if pointer == self._pointer:
+                return False
+            wanted = pointer[1]
+            if wanted == self._current.id:
+                self._pointer = pointer
+                return False
+            generation = self._open.get(wanted)
+            if generation is None:
+                generation = self._opener(IndexRoot(self.index).path_of(wanted))
+                if self._warm is not None:
+                    self._warm(generation)
+                self._open[wanted] = generation
+            self._open.move_to_end(wanted)
+            self._current = generation
+            self._pointer = pointer
+            while len(self._open) > self._keep:
+                _, old = self._open.popitem(last=False)
+                if old is not self._current:
+                    old.close()
+            logger.info("now serving generation %s", wanted)
+        for listener in self.listeners:
+            listener(generation)
+        return True
+
+    def close(self) -> None:
+        for generation in self._open.values():
+            generation.close()

@@ -1,0 +1,223 @@
+"""Hybrid recall: the union of lexical and vector candidates, and two fusion baselines.
+
+Lexical search is precise for rare terms and names; embeddings recall what is phrased
+differently. Each shard returns its lexical top-k and its vector top-k; the candidate
+set is their union, and each :class:`Candidate` keeps what each list said about it
+(score and rank) so a learned ranker can decide later. The analyzer's filters
+(``site:``, ``lang:``, ``filetype:``, ``-term``) are applied to vector candidates with
+the lexical shard's own filter query, so both lists obey the same rules.
+
+Fusion baselines:
+
+- :func:`rrf` — reciprocal rank fusion, ``sum 1 / (k + rank)`` with k = 60 (Cormack et
+  al. 2009): needs no score calibration.
+- :func:`convex` — ``w * cos' + (1 - w) * bm25'`` with each score min-max normalized over
+  the candidates that have it (absent = 0); ``w`` is chosen on held-out folds.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, replace
+
+import numpy as np
+from numpy.typing import NDArray
+
+from core.types import DocId, Query, ScoredDoc
+from retrieval.lexical import LexicalShard
+from retrieval.stats import CorpusStats
+from retrieval.vector import VectorShard
+
+logger = logging.getLogger(__name__)
+
+MAX_FILTER_ROUNDS = 4
+"""How many times the vector top-k is widened when filters reject most of it."""
+
+
+@dataclass(frozen=True, slots=True)
+class Candidate:
+    """One document in a shard's hybrid candidate set.
+
+    ``bm25``/``lexical_rank`` are None when the document is not in the lexical top-k,
+    ``cosine``/``vector_rank`` when it is not in the vector top-k. Ranks start at 1.
+    ``field_bm25`` holds (field, BM25 of the query on that field alone) for every
+    candidate, vector-only ones included, when the caller asked for it.
+    """
+
+    doc_id: DocId
+    shard_id: int
+    bm25: float | None
+    cosine: float | None
+    lexical_rank: int | None
+    vector_rank: int | None
+    field_bm25: tuple[tuple[str, float], ...] = ()
+
+    def field_score(self, field: str) -> float:
+        return next((score for name, score in self.field_bm25 if name == field), 0.0)
+
+
+def has_filters(query: Query) -> bool:
+    return bool(query.site or query.lang or query.filetype or query.excluded)
+
+
+def filtered_vector_hits(
+    lexical: LexicalShard, vectors: VectorShard, query: Query, vector: NDArray[np.float32], k: int
+) -> list[ScoredDoc]:
+    """Vector top-``k`` among documents that pass the query's filters.
+
+    Filters can reject most of the nearest neighbours (``site:`` a small host), so the
+    ANN search is widened (4x per round) until ``k`` pass or the shard is exhausted.
+    """
+    if not has_filters(query):
+        return vectors.search(vector, k)
+    want = k
+    hits: list[ScoredDoc] = []
+    for _ in range(MAX_FILTER_ROUNDS):
+        want = min(max(want * 4, k), vectors.num_docs)
+        hits = vectors.search(vector, want)
+        allowed = lexical.filter_doc_ids(query, [h.doc_id for h in hits])
+        kept = [h for h in hits if h.doc_id in allowed]
+        if len(kept) >= k or len(hits) >= vectors.num_docs:
+            return kept[:k]
+    logger.debug("filters left fewer than %d vector candidates after %d rounds", k, MAX_FILTER_ROUNDS)
+    return kept[:k]
+
+
+def shard_candidates(
+    lexical: LexicalShard,
+    vectors: VectorShard | None,
+    query: Query,
+    vector: NDArray[np.float32] | None,
+    *,
+    k_lexical: int,
+    k_vector: int,
+    shard_id: int = 0,
+    with_fields: bool = False,
+    stats: CorpusStats | None = None,
+    totals: list[int] | None = None,
+) -> list[Candidate]:
+    """The union of one shard's lexical and vector top-k, ordered by doc id.
+
+    ``vectors``/``vector`` may be None (no vector index yet, or an empty query text):
+    the result is then the lexical list alone. ``with_fields`` adds per-field BM25
+    (four restricted Tantivy searches, ~1 ms).
+    """
+    lexical_hits: list[ScoredDoc] = []
+    if k_lexical > 0:
+        result = lexical.search(query, k=k_lexical, stats=stats)
+        lexical_hits = list(result.hits)
+        if totals is not None:
+            totals.append(result.total)
+    vector_hits: list[ScoredDoc] = []
+    if vectors is not None and vector is not None and k_vector > 0 and not query.is_empty:
+        vector_hits = filtered_vector_hits(lexical, vectors, query, vector, k_vector)
+    return union(
+        lexical_hits,
+        vector_hits,
+        shard_id=shard_id,
+        lexical=lexical if with_fields else None,
+        query=query,
+        stats=stats,
+    )
+
+
+def union(
+    lexical_hits: Sequence[ScoredDoc],
+    vector_hits: Sequence[ScoredDoc],
+    *,
+    shard_id: int = 0,
+    lexical: LexicalShard | None = None,
+    query: Query | None = None,
+    stats: CorpusStats | None = None,
+) -> list[Candidate]:
+    """Union two ranked lists by doc id, keeping score and 1-based rank from each."""
+    bm25 = {h.doc_id: (h.score, rank) for rank, h in enumerate(lexical_hits, 1)}
+    cosine = {h.doc_id: (h.score, rank) for rank, h in enumerate(vector_hits, 1)}
+    doc_ids = sorted(bm25.keys() | cosine.keys())
+    fields: dict[str, dict[DocId, float]] = {}
+    if lexical is not None and query is not None and doc_ids:
+        fields = lexical.field_scores(query, doc_ids, stats=stats)
+    out: list[Candidate] = []
+    for doc_id in doc_ids:
+        b = bm25.get(doc_id)
+        c = cosine.get(doc_id)
+        out.append(
+            Candidate(
+                doc_id=doc_id,
+                shard_id=shard_id,
+                bm25=b[0] if b else None,
+                cosine=c[0] if c else None,
+                lexical_rank=b[1] if b else None,
+                vector_rank=c[1] if c else None,
+                field_bm25=tuple((f, scores.get(doc_id, 0.0)) for f, scores in fields.items()),
+            )
+        )
+    return out
+
+
+def merge_shards(per_shard: Iterable[Sequence[Candidate]]) -> list[Candidate]:
+    """Candidates of several shards as one set, ranks recomputed over the merged lists.
+
+    Documents are partitioned, so no id appears twice; scores of different shards are
+    comparable once shards share collection statistics (issue 6).
+    """
+    merged = [c for candidates in per_shard for c in candidates]
+    by_bm25 = sorted((c for c in merged if c.bm25 is not None), key=lambda c: (-(c.bm25 or 0.0), c.doc_id))
+    by_cos = sorted((c for c in merged if c.cosine is not None), key=lambda c: (-(c.cosine or 0.0), c.doc_id))
+    lexical_rank = {c.doc_id: r for r, c in enumerate(by_bm25, 1)}
+    vector_rank = {c.doc_id: r for r, c in enumerate(by_cos, 1)}
+    return [
+        replace(c, lexical_rank=lexical_rank.get(c.doc_id), vector_rank=vector_rank.get(c.doc_id))
+        for c in merged
+    ]
+
+
+def _ranked(scores: dict[DocId, float]) -> list[ScoredDoc]:
+    return [ScoredDoc(d, s) for d, s in sorted(scores.items(), key=lambda item: (-item[1], item[0]))]
+
+
+def rrf(candidates: Iterable[Candidate], *, k: int = 60) -> list[ScoredDoc]:
+    """Reciprocal rank fusion: ``sum over lists of 1 / (k + rank)``; best first.
+
+    >>> c = [Candidate(DocId(1), 0, 3.0, None, 1, None), Candidate(DocId(2), 0, 1.0, 0.9, 2, 1)]
+    >>> [h.doc_id for h in rrf(c)]
+    [2, 1]
+    """
+    scores: dict[DocId, float] = {}
+    for c in candidates:
+        score = 0.0
+        if c.lexical_rank is not None:
+            score += 1.0 / (k + c.lexical_rank)
+        if c.vector_rank is not None:
+            score += 1.0 / (k + c.vector_rank)
+        scores[c.doc_id] = score
+    return _ranked(scores)
+
+
+def _min_max(values: dict[DocId, float]) -> dict[DocId, float]:
+    if not values:
+        return {}
+    low, high = min(values.values()), max(values.values())
+    if high <= low:
+        return {d: 1.0 for d in values}
+    return {d: (v - low) / (high - low) for d, v in values.items()}
+
+
+def convex(candidates: Iterable[Candidate], *, weight: float) -> list[ScoredDoc]:
+    """``weight * cosine' + (1 - weight) * bm25'``, min-max normalized, absent = 0; best first.
+
+    ``weight`` = 1 is dense only, 0 is BM25 only. A single candidate of a list
+    normalizes to 1.
+    """
+    if not 0.0 <= weight <= 1.0:
+        raise ValueError(f"weight={weight} is outside [0, 1].")
+    items = list(candidates)
+    bm25 = _min_max({c.doc_id: c.bm25 for c in items if c.bm25 is not None})
+    cosine = _min_max({c.doc_id: c.cosine for c in items if c.cosine is not None})
+    return _ranked(
+        {
+            c.doc_id: weight * cosine.get(c.doc_id, 0.0) + (1.0 - weight) * bm25.get(c.doc_id, 0.0)
+            for c in items
+        }
+    )

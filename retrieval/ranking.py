@@ -1,0 +1,74 @@
+"""Ranking stages the serving path knows without a trained model: BM25 and the two fusions.
+
+A stage orders the merged candidates of a query and may say why (``explain``). The
+LTR and cross-encoder stages live in ``rerank/`` and are handed to the service by the
+app, which keeps the dependency arrow pointing one way.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+
+from core.types import DocId, Query, ScoredDoc
+from retrieval.hybrid import Candidate, convex, rrf
+
+
+@dataclass(frozen=True, slots=True)
+class RankOutput:
+    ranked: list[ScoredDoc]
+    explain: dict[DocId, dict[str, Any]] = field(default_factory=dict)
+
+
+class RankStage(Protocol):
+    name: str
+    needs_vector: bool
+    """Whether the stage wants vector candidates (and so a query vector)."""
+    with_fields: bool
+    """Whether the stage needs per-field BM25 for every candidate."""
+
+    def rank(self, query: Query, candidates: Sequence[Candidate], *, explain: bool) -> RankOutput: ...
+
+
+class Bm25Stage:
+    name = "bm25"
+    needs_vector = False
+    with_fields = False
+
+    def rank(self, query: Query, candidates: Sequence[Candidate], *, explain: bool) -> RankOutput:
+        scored = sorted(
+            (ScoredDoc(c.doc_id, c.bm25) for c in candidates if c.bm25 is not None),
+            key=lambda h: (-h.score, h.doc_id),
+        )
+        return RankOutput(scored)
+
+
+class RrfStage:
+    name = "hybrid-rrf"
+    needs_vector = True
+    with_fields = False
+
+    def __init__(self, k: int = 60) -> None:
+        self.k = k
+
+    def rank(self, query: Query, candidates: Sequence[Candidate], *, explain: bool) -> RankOutput:
+        ranked = rrf(candidates, k=self.k)
+        info = {h.doc_id: {"rrf": h.score, "rrf_k": self.k} for h in ranked} if explain else {}
+        return RankOutput(ranked, info)
+
+
+class ConvexStage:
+    name = "hybrid"
+    needs_vector = True
+    with_fields = False
+
+    def __init__(self, weight: float) -> None:
+        self.weight = weight
+
+    def rank(self, query: Query, candidates: Sequence[Candidate], *, explain: bool) -> RankOutput:
+        ranked = convex(candidates, weight=self.weight)
+        info = (
+            {h.doc_id: {"convex": h.score, "cosine_weight": self.weight} for h in ranked} if explain else {}
+        )
+        return RankOutput(ranked, info)

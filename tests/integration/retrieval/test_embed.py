@@ -1,0 +1,93 @@
+"""The packaged MiniLM, loaded for real and offline: determinism, passages, cache, precision."""
+
+from __future__ import annotations
+
+import os
+import re
+
+import numpy as np
+import pytest
+
+from core.types import DocId
+from retrieval.embed import Embedder, passages
+from retrieval.vector import VectorShard
+
+
+@pytest.fixture(scope="module")
+def embedder() -> Embedder:
+    return Embedder(query_cache_size=2)
+
+
+def test_loads_offline_with_a_versioned_model_id(embedder: Embedder) -> None:
+    assert os.environ["HF_HUB_OFFLINE"] == "1"
+    assert embedder.dim == 384
+    assert re.fullmatch(r"all-MiniLM-L6-v2@[0-9a-f]{12}", embedder.model_id)
+    assert embedder.precision in {"fp32", "bf16"}
+
+
+def test_same_text_gives_the_same_vector(embedder: Embedder) -> None:
+    texts = ["boundary layer transition on a flat plate", "information retrieval evaluation"]
+    first = embedder.encode(texts)
+    second = embedder.encode(texts)
+    assert first.dtype == np.float32 and first.shape == (2, 384)
+    np.testing.assert_array_equal(first, second)
+    np.testing.assert_allclose(np.linalg.norm(first, axis=1), 1.0, atol=1e-5)
+    # Batch company must not change a vector beyond rounding.
+    alone = embedder.encode(texts[:1])
+    assert float(alone[0] @ first[0]) > 0.9999
+
+
+def test_vectors_carry_meaning(embedder: Embedder) -> None:
+    q, near, far = embedder.encode(
+        [
+            "heat transfer in a hypersonic boundary layer",
+            "measurements of wall heating rates behind a shock at Mach 8",
+            "a recipe for sourdough bread with a long proof",
+        ]
+    )
+    assert float(q @ near) > float(q @ far) + 0.2
+
+
+def test_precision_agrees_with_fp32(embedder: Embedder) -> None:
+    reference = Embedder(precision="fp32")
+    texts = ["slip flow at low Reynolds number " * 20, "what is a descriptive title?"]
+    cosines = np.sum(reference.encode(texts) * embedder.encode(texts), axis=1)
+    assert cosines.min() >= 0.999
+    assert reference.model_id == embedder.model_id
+
+
+def test_query_cache_is_a_small_lru(embedder: Embedder) -> None:
+    a = embedder.encode_query("supersonic   flow")
+    assert embedder.encode_query("supersonic flow") is a  # whitespace-normalized key
+    embedder.encode_query("subsonic flow")
+    embedder.encode_query("transonic flow")  # evicts "supersonic flow" (size 2)
+    again = embedder.encode_query("supersonic flow")
+    assert again is not a
+    np.testing.assert_array_equal(again, a)
+    with pytest.raises(ValueError):
+        a[0] = 1.0  # cached vectors are read-only
+
+
+def test_long_documents_are_split_into_title_prefixed_passages() -> None:
+    body = " ".join(f"w{i}" for i in range(400))
+    parts = passages("Title", body, words=160, stride=120)
+    assert [p.split()[:2] for p in parts] == [["Title.", "w0"], ["Title.", "w120"], ["Title.", "w240"]]
+    assert parts[-1].endswith("w399")
+    assert passages("Only title", "", words=160, stride=120) == ["Only title."]
+    assert passages("", "short body", words=160, stride=120) == ["short body"]
+
+
+def test_a_match_at_the_end_of_a_long_document_is_found(embedder: Embedder) -> None:
+    filler = " ".join(["The committee discussed the annual budget and the schedule of meetings."] * 40)
+    docs = [
+        (1, "Minutes", filler + " Appendix: the laminar boundary layer separates near the trailing edge."),
+        (2, "Minutes", filler),
+        (3, "Bread", "Knead the dough and let it rise overnight before baking."),
+    ]
+    vectors = embedder.embed_documents(docs)
+    assert vectors.rows.tolist().count(1) >= 3  # several passages for the long document
+    shard = VectorShard(dim=embedder.dim, model_id=embedder.model_id)
+    shard.add(vectors.rows, vectors.vectors)
+    hits = shard.search(embedder.encode_query("boundary layer separation at the trailing edge"), 3)
+    assert hits[0].doc_id == DocId(1)
+    assert shard.search_exact(embedder.encode_query("boundary layer separation"), 1)[0].doc_id == 1

@@ -1,0 +1,74 @@
+"""Exact and near-duplicate detection."""
+
+from __future__ import annotations
+
+import random
+
+import pytest
+
+from crawl.dedup import NearDupIndex, content_hash, hamming, simhash64
+
+
+def _text(seed: int, words: int = 300) -> str:
+    rng = random.Random(seed)
+    return " ".join(f"w{rng.randint(0, 5000)}" for _ in range(words))
+
+
+def test_content_hash_ignores_case_and_spacing() -> None:
+    assert content_hash("Hello,   World!") == content_hash("hello world")
+    assert content_hash("hello world") != content_hash("hello there world")
+
+
+def test_simhash_is_stable_and_64_bit() -> None:
+    text = _text(1)
+    assert simhash64(text) == simhash64(" ".join(text.split()))
+    assert 0 < simhash64(text) < 2**64
+    assert simhash64("") == 0
+
+
+def test_near_duplicates_are_close_and_different_texts_far() -> None:
+    close = 0
+    for seed in range(40):
+        words = _text(seed, 1000).split()
+        changed = [*words[:500], "changed", *words[501:]]
+        close += hamming(simhash64(" ".join(words)), simhash64(" ".join(changed))) <= 3
+    assert close >= 36  # ~97% measured
+    distances = [hamming(simhash64(_text(s)), simhash64(_text(s + 1000))) for s in range(40)]
+    assert min(distances) > 10
+
+
+def test_index_finds_exact_then_near_then_nothing() -> None:
+    index = NearDupIndex(3)
+    base = _text(3)
+    index.add("http://a/1", content_hash(base), simhash64(base))
+    exact = index.check(content_hash(base.upper()), simhash64(base.upper()))
+    assert (exact.kind, exact.of_url) == ("exact", "http://a/1")
+    fingerprint = simhash64(base) ^ 0b101  # two bits away
+    near = index.check("other-hash", fingerprint)
+    assert (near.kind, near.of_url, near.distance) == ("near", "http://a/1", 2)
+    far = index.check("other-hash", simhash64(base) ^ 0b1111)
+    assert far.kind == "unique"
+
+
+def test_index_finds_every_fingerprint_within_three_bits() -> None:
+    """The block index must agree with a brute-force scan (the oracle)."""
+    rng = random.Random(7)
+    index = NearDupIndex(3)
+    stored = [rng.getrandbits(64) for _ in range(2000)]
+    for i, fp in enumerate(stored):
+        index.add(f"u{i}", f"h{i}", fp)
+    for _ in range(300):
+        base = rng.choice(stored)
+        probe = base
+        for bit in rng.sample(range(64), rng.randint(0, 4)):
+            probe ^= 1 << bit
+        expected = min(hamming(probe, fp) for fp in stored)
+        verdict = index.check("none", probe)
+        assert (verdict.kind != "unique") == (expected <= 3)
+        if expected <= 3:
+            assert verdict.distance == expected
+
+
+def test_distance_above_block_bound_is_refused() -> None:
+    with pytest.raises(ValueError, match="needs more than 4 blocks"):
+        NearDupIndex(4)

@@ -1,0 +1,45 @@
+"""Clicks are checked against their impression, and impressions outlive a restart."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import pytest
+
+from training.experiments.logs import CLICK_SCHEMA, ExperimentLogs, read_log
+from training.experiments.online import ExperimentBook
+from training.experiments.runtime import BadClick, ExperimentRuntime, UnknownImpression
+
+
+def open_runtime(log_dir: Path) -> ExperimentRuntime:
+    return ExperimentRuntime(ExperimentBook({}), ExperimentLogs(log_dir, flush_interval_s=None))
+
+
+def test_clicks_must_match_what_was_shown(tmp_path: Path) -> None:
+    rt = open_runtime(tmp_path)
+    imp = rt.record_impression(query="q", doc_ids=[7, 8, 9])
+    with pytest.raises(UnknownImpression, match=re.escape("Unknown impression_id 'f00'")):
+        rt.record_click(impression_id="f00", doc_id=7, position=1)
+    with pytest.raises(
+        BadClick, match=re.escape("position=4 is out of range; the impression showed 3 results.")
+    ):
+        rt.record_click(impression_id=imp, doc_id=7, position=4)
+    with pytest.raises(
+        BadClick, match=re.escape(f"doc_id=7 was not shown at position 2 of impression {imp}.")
+    ):
+        rt.record_click(impression_id=imp, doc_id=7, position=2)
+    rt.record_click(impression_id=imp, doc_id=8, position=2)
+    rt.close()
+    clicks = read_log(tmp_path / "clicks", CLICK_SCHEMA).to_pylist()
+    assert [(c["impression_id"], c["doc_id"], c["position"]) for c in clicks] == [(imp, 8, 2)]
+
+
+def test_a_restarted_runtime_accepts_clicks_on_earlier_impressions(tmp_path: Path) -> None:
+    first = open_runtime(tmp_path)
+    imp = first.record_impression(query="q", doc_ids=[7, 8, 9])
+    first.close()
+    second = open_runtime(tmp_path)
+    second.record_click(impression_id=imp, doc_id=9, position=3)
+    second.close()
+    assert len(read_log(tmp_path / "clicks", CLICK_SCHEMA)) == 1

@@ -1,0 +1,169 @@
+"""What a serving process holds for experiments: the definitions, the logs, recent impressions.
+
+One instance per process, opened at start-up and closed at shutdown (the close
+flushes the logs). It has no web framework in it, so the same object serves the
+FastAPI routes, a test, or a batch replay.
+
+Clicks are checked against the impression they claim to come from (the doc id must
+be the one shown at that position), so a stale or forged click is refused instead of
+polluting the analysis. Recent impressions are kept in a bounded in-memory map,
+warmed from the log at start-up: a click on a result shown just before a restart
+still counts.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import uuid
+from collections import OrderedDict
+from collections.abc import Sequence
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from typing import Self
+
+from core.errors import QueryError
+from core.settings import Settings
+from training.experiments.interleaving import Team
+from training.experiments.logs import IMPRESSION_SCHEMA, ExperimentLogs, read_log
+from training.experiments.online import Assignment, ExperimentBook
+
+logger = logging.getLogger(__name__)
+
+
+class BadClick(QueryError):
+    """A click that does not match its impression (wrong doc id or position). Maps to 400."""
+
+
+class UnknownImpression(QueryError):
+    """A click names an impression this service never showed (or forgot). Maps to 404."""
+
+
+@dataclass(frozen=True, slots=True)
+class ShownImpression:
+    experiment: str
+    variant: str
+    doc_ids: tuple[int, ...]
+    teams: tuple[str, ...]
+
+
+class ExperimentRuntime:
+    """Assigns requests to variants and records impressions and clicks."""
+
+    def __init__(
+        self, book: ExperimentBook, logs: ExperimentLogs, *, impression_cache: int = 100_000
+    ) -> None:
+        self.book = book
+        self.logs = logs
+        self.cache_size = impression_cache
+        self._recent: OrderedDict[str, ShownImpression] = OrderedDict()
+        self._lock = threading.Lock()
+        self._warm()
+
+    @classmethod
+    def from_settings(cls, settings: Settings) -> Self:
+        s = settings.experiments
+        book = ExperimentBook.load(s.experiments_file)
+        logger.info(
+            "experiments loaded from %s: %s", s.experiments_file, ", ".join(book.experiments) or "none"
+        )
+        return cls(book, ExperimentLogs.from_settings(settings), impression_cache=s.impression_cache)
+
+    def _warm(self) -> None:
+        if self.cache_size == 0:
+            return
+        table = read_log(self.logs.paths.impressions, IMPRESSION_SCHEMA)
+        rows = table.slice(max(0, table.num_rows - self.cache_size)).select(
+            ["impression_id", "experiment", "variant", "doc_ids", "teams"]
+        )
+        for row in rows.to_pylist():
+            self._remember(
+                row["impression_id"],
+                ShownImpression(
+                    row["experiment"], row["variant"], tuple(row["doc_ids"]), tuple(row["teams"])
+                ),
+            )
+
+    def _remember(self, impression_id: str, shown: ShownImpression) -> None:
+        with self._lock:
+            self._recent[impression_id] = shown
+            while len(self._recent) > self.cache_size:
+                self._recent.popitem(last=False)
+
+    def assign(self, unit_id: str | None, now: datetime | None = None) -> Assignment | None:
+        return self.book.assign(unit_id, now)
+
+    def record_impression(
+        self,
+        *,
+        query: str,
+        doc_ids: Sequence[int],
+        assignment: Assignment | None = None,
+        unit_id: str | None = None,
+        teams: Sequence[Team] = (),
+        ranker: str = "",
+        generation: str = "",
+        page: int = 1,
+        size: int = 10,
+        impression_id: str | None = None,
+    ) -> str:
+        """Log one search response; returns its impression id (the client echoes it in clicks)."""
+        if teams and len(teams) != len(doc_ids):
+            raise ValueError(f"teams ({len(teams)}) must align with doc_ids ({len(doc_ids)})")
+        impression_id = impression_id or uuid.uuid4().hex
+        experiment = assignment.experiment if assignment else ""
+        variant = assignment.variant if assignment else ""
+        shown = ShownImpression(experiment, variant, tuple(int(d) for d in doc_ids), tuple(teams))
+        self.logs.impressions.append(
+            {
+                "impression_id": impression_id,
+                "ts": datetime.now(UTC),
+                "experiment": experiment,
+                "variant": variant,
+                "unit_id": unit_id or "",
+                "query": query,
+                "ranker": ranker or (",".join(assignment.rankers) if assignment else ""),
+                "generation": generation,
+                "page": page,
+                "size": size,
+                "doc_ids": list(shown.doc_ids),
+                "teams": list(shown.teams),
+            }
+        )
+        if self.cache_size:
+            self._remember(impression_id, shown)
+        return impression_id
+
+    def record_click(self, *, impression_id: str, doc_id: int, position: int) -> str:
+        """Log a click on the result at 1-based ``position`` of an impression; returns the click id."""
+        with self._lock:
+            shown = self._recent.get(impression_id)
+        if shown is None:
+            raise UnknownImpression(
+                f"Unknown impression_id {impression_id!r}; it was never shown or is too old."
+            )
+        if not 1 <= position <= len(shown.doc_ids):
+            raise BadClick(
+                f"position={position} is out of range; the impression showed {len(shown.doc_ids)} results."
+            )
+        if shown.doc_ids[position - 1] != doc_id:
+            raise BadClick(
+                f"doc_id={doc_id} was not shown at position {position} of impression {impression_id}."
+            )
+        click_id = uuid.uuid4().hex
+        self.logs.clicks.append(
+            {
+                "click_id": click_id,
+                "impression_id": impression_id,
+                "ts": datetime.now(UTC),
+                "doc_id": doc_id,
+                "position": position,
+                "experiment": shown.experiment,
+                "variant": shown.variant,
+                "team": shown.teams[position - 1] if shown.teams else "",
+            }
+        )
+        return click_id
+
+    def close(self) -> None:
+        self.logs.close()
