@@ -1,42 +1,128 @@
 """``create_app(settings, index_dir=...)``: the FastAPI application.
 
-The index is opened once in the lifespan and kept in ``app.state`` (typed access in
-``api.deps``). Nothing here builds settings: the caller does.
+The lifespan opens the index (the published generation of an index root, or a broker
+over remote shards) and, when the index has vectors, the embedding model for query
+encoding; both live in ``app.state`` with typed access in ``api.deps``. Nothing here
+builds settings: the caller does (``app_from_environment`` is the one exception, for
+multi-worker uvicorn, which imports a factory by name).
 """
 
 from __future__ import annotations
 
+import logging
 import os
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Mapping
 from contextlib import asynccontextmanager
 from pathlib import Path
+from typing import Any
+
+os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
 from fastapi import FastAPI
 
 from api.errors import register_error_handlers
-from api.routes import health, search, web
+from api.protection import ProtectionMiddleware
+from api.routes import admin, documents, health, search, web
 from core.settings import Settings
+from retrieval.ranking import RankStage
 from retrieval.search import SearchService
 
+logger = logging.getLogger(__name__)
 
-def create_app(settings: Settings, *, index_dir: Path) -> FastAPI:
+
+def _load_encoder(settings: Settings, service: SearchService) -> None:
+    """Attach the query encoder when the serving generation has vectors."""
+    if not settings.api.encode_queries or not settings.search.use_vectors:
+        return
+    if service.generation.vector_model is None:
+        return
+    from retrieval.embed import Embedder, configure_threads
+
+    configure_threads()
+    embedder = Embedder.from_settings(settings.embed)
+    service.encoder = embedder.encode_query
+    service.encoder_model = embedder.model_id
+    if embedder.model_id != service.generation.vector_model:
+        logger.warning(
+            "the index vectors were made by %s but the loaded model is %s: serving lexical only",
+            service.generation.vector_model,
+            embedder.model_id,
+        )
+
+
+def _extra_stages(settings: Settings) -> Mapping[str, RankStage]:
+    """Rankers beyond BM25 and fusion (LTR, cross-encoder), when their models exist."""
+    try:
+        from rerank.pipeline import serving_stages
+    except ModuleNotFoundError as exc:
+        if exc.name != "rerank.pipeline":
+            raise
+        return {}
+    return serving_stages(settings)
+
+
+def create_app(settings: Settings, *, index_dir: Path, shard_urls: str | None = None) -> FastAPI:
     """Build the app serving ``index_dir``. The index is opened at start-up."""
-    os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
 
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
+        remote: Any = None
+        if shard_urls:
+            from retrieval.shard_http import connect_shards
+
+            remote = connect_shards(shard_urls, timeout_s=settings.search.deadline_s * 2)
+        service = SearchService.open(
+            index_dir, settings.search, remote=remote, stages=_extra_stages(settings)
+        )
+        _load_encoder(settings, service)
         app.state.settings = settings
-        app.state.search = SearchService.open(index_dir, settings.search)
-        yield
+        app.state.search = service
+        app.state.index_dir = Path(index_dir)
+        app.state.ready = True
+        try:
+            yield
+        finally:
+            service.close()
 
     app = FastAPI(
         title="Trawl",
         version="0.1.0",
-        description="Web search: crawl, index, rank and serve.",
+        description="Web search: crawl, index, rank and serve. Errors are JSON: {error, detail}.",
         lifespan=lifespan,
     )
+    app.state.ready = False
     register_error_handlers(app)
     app.include_router(search.router)
+    app.include_router(documents.router)
+    app.include_router(admin.router)
     app.include_router(health.router)
     app.include_router(web.router)
+    app.mount("/static", web.static, name="static")
+    _include_optional_routers(app)
+    app.add_middleware(
+        ProtectionMiddleware,
+        rate_per_s=settings.api.rate_limit_per_s,
+        burst=settings.api.rate_limit_burst,
+        max_request_bytes=settings.api.max_request_bytes,
+    )
     return app
+
+
+def _include_optional_routers(app: FastAPI) -> None:
+    import importlib
+
+    for module in ("api.routes.crawl", "api.routes.experiments"):
+        try:
+            app.include_router(importlib.import_module(module).router)
+        except ModuleNotFoundError as exc:
+            if exc.name != module:
+                raise
+
+
+def app_from_environment() -> FastAPI:
+    """Factory for ``uvicorn --factory`` with several workers (``trawl serve --workers N``)."""
+    index = os.environ.get("TRAWL_SERVE_INDEX")
+    if not index:
+        raise RuntimeError("TRAWL_SERVE_INDEX is not set; start the service with `trawl serve`.")
+    return create_app(Settings(), index_dir=Path(index), shard_urls=os.environ.get("TRAWL_SERVE_SHARDS"))

@@ -82,7 +82,6 @@ def report_command(
     Example: trawl experiment report title-boost --json
     """
     from training.experiments.analysis import report
-
     from training.experiments.logs import resolve_log_dir
     from training.experiments.online import ExperimentBook
 

@@ -46,7 +46,34 @@ async def _http_error(request: Request, exc: Exception) -> JSONResponse:
     return error_response(exc.status_code, code, str(exc.detail))
 
 
+async def _admin_error(request: Request, exc: Exception) -> JSONResponse:
+    from api.protection import AdminDenied
+
+    assert isinstance(exc, AdminDenied)
+    return error_response(exc.status, "unauthorized" if exc.status == 401 else "forbidden", str(exc))
+
+
+async def _not_found(request: Request, exc: Exception) -> JSONResponse:
+    return error_response(404, "not_found", str(exc))
+
+
+async def _manifest_error(request: Request, exc: Exception) -> JSONResponse:
+    return error_response(400, "bad_generation", str(exc))
+
+
+async def _config_error(request: Request, exc: Exception) -> JSONResponse:
+    return error_response(400, "bad_request", str(exc))
+
+
 def register_error_handlers(app: FastAPI) -> None:
+    from api.protection import AdminDenied
+    from api.routes.documents import DocumentNotFound
+    from core.errors import ConfigError, ManifestError
+
+    app.add_exception_handler(AdminDenied, _admin_error)
+    app.add_exception_handler(DocumentNotFound, _not_found)
+    app.add_exception_handler(ManifestError, _manifest_error)
+    app.add_exception_handler(ConfigError, _config_error)
     app.add_exception_handler(QueryError, _query_error)
     app.add_exception_handler(IndexStateError, _index_error)
     app.add_exception_handler(RequestValidationError, _validation_error)

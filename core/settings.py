@@ -14,7 +14,7 @@ import os
 from pathlib import Path
 from typing import Any, Literal
 
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, Field, SecretStr
 from pydantic_settings import (
     BaseSettings,
     PydanticBaseSettingsSource,
@@ -113,6 +113,17 @@ class CrawlSettings(BaseModel):
 class ApiSettings(BaseModel):
     host: str = "127.0.0.1"
     port: int = Field(8000, ge=0, le=65535)
+    admin_api_key: SecretStr | None = None
+    """Admin endpoints (crawl seeds, publish, rollback) need ``X-API-Key``; unset = admin off."""
+    crawl_data: Path | None = None
+    """A crawl data directory for /v1/hosts, /v1/inspect and the crawl admin endpoints."""
+    rate_limit_per_s: float = Field(50.0, ge=0)
+    """Sustained requests per second per client address; 0 disables the limit."""
+    rate_limit_burst: int = Field(100, ge=1)
+    max_request_bytes: int = Field(64 * 1024, ge=1024)
+    """Larger request bodies (and URLs) are refused with 413/414."""
+    encode_queries: bool = True
+    """Load the embedding model at start-up when the index has vectors."""
 
 
 class ExperimentSettings(BaseModel):

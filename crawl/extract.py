@@ -41,7 +41,8 @@ _BOILERPLATE = [
 _BOILERPLATE_ROLES = (
     '[role="navigation"], [role="banner"], [role="contentinfo"], [role="complementary"], [aria-hidden="true"]'
 )
-_SPACES = re.compile(r"\s+")
+_BOILERPLATE_SELECTOR = ", ".join(_BOILERPLATE) + ", " + _BOILERPLATE_ROLES
+"""One selector, one tree walk, instead of ``strip_tags`` plus a second query."""
 _TIME_META = {
     "article:published_time": "published",
     "og:published_time": "published",
@@ -81,7 +82,8 @@ class ParsedPage:
 
 
 def _clean(text: str | None) -> str:
-    return _SPACES.sub(" ", text or "").strip()
+    """Collapse whitespace runs (``str.split`` is ~3× faster than a regex here)."""
+    return " ".join(text.split()) if text else ""
 
 
 def _parse_time(value: str) -> float | None:
@@ -158,18 +160,23 @@ def parse_html(html: str, url: str, *, x_robots_tag: str = "", max_links: int = 
     links: list[Link] = []
     if not nofollow:
         seen: set[str] = set()
+        hrefs_done: set[str] = set()  # the same href repeats (navigation, indexes)
         for anchor in tree.css("a[href]"):
-            target = canonicalize_url(anchor.attributes.get("href") or "", base=base)
+            attrs = anchor.attrs
+            href = attrs.get("href") or ""
+            if href in hrefs_done:
+                continue
+            hrefs_done.add(href)
+            target = canonicalize_url(href, base=base)
             if not target or target == url or target in seen:
                 continue
             seen.add(target)
-            rel = (anchor.attributes.get("rel") or "").lower()
+            rel = (attrs.get("rel") or "").lower()
             links.append(Link(target, _clean(anchor.text()), "nofollow" in rel))
             if len(links) >= max_links:
                 break
 
-    tree.strip_tags(_BOILERPLATE)
-    for node in tree.css(_BOILERPLATE_ROLES):
+    for node in tree.css(_BOILERPLATE_SELECTOR):
         node.decompose()
     headings = tuple(text for text in (_clean(h.text()) for h in tree.css("h1, h2, h3")) if text)
     main = _main_node(tree)

@@ -33,7 +33,7 @@ from core.linkgraph import Edge, LinkGraphStore
 from core.settings import CrawlSettings
 from core.types import Document, doc_id_for
 from crawl.content import decode_html, is_html_body
-from crawl.dedup import NearDupIndex, content_hash, normalize_text, simhash64
+from crawl.dedup import NearDupIndex, fingerprints
 from crawl.extract import ParsedPage, parse_html
 from crawl.fetcher import Fetcher, FetchResult, HopCheck, make_client
 from crawl.frontier import Feedback, Frontier, Lease
@@ -528,10 +528,9 @@ class Crawler:
             return UrlUpdate(url, "done", "canonicalized", dup_of=page.canonical_url, **fields)  # type: ignore[arg-type]
         if page.noindex:
             return UrlUpdate(url, "done", "noindex", **fields)  # type: ignore[arg-type]
-        text_hash = content_hash(page.body)
-        fingerprint = simhash64(page.body)
+        text_hash, fingerprint, word_count = fingerprints(page.body)
         changed = text_hash != lease.previous_hash
-        if normalize_text(page.body):
+        if word_count:
             verdict = self._dedup.check(text_hash, fingerprint)
             if verdict.kind != "unique" and verdict.of_url not in (url, final):
                 self.stats.duplicates += 1

@@ -165,6 +165,7 @@ def _join(base: str, ref: str) -> str:
     is canonical, so the common shapes are simple string work; anything unusual goes
     to ``urljoin``. Dot segments are removed later by canonicalization.
     """
+    ref = ref.split("#", 1)[0]
     if not ref:
         return base
     first = ref[0]
@@ -173,8 +174,6 @@ def _join(base: str, ref: str) -> str:
             return urljoin(base, ref)  # network-path reference: rare, with odd corners
         cut = base.find("/", base.index("://") + 3)
         return (base if cut < 0 else base[:cut]) + ref
-    if first == "#":
-        return base
     if first == "?":
         return base.split("?", 1)[0] + ref
     head = ref[:8].lower()
@@ -200,9 +199,9 @@ def canonicalize_url(url: str, base: str | None = None) -> str:
         if base:
             clean_base = _STRIP_CHARS.sub("", base).strip()
             if _canonicalize_absolute(clean_base) == clean_base:
-                text = _join(clean_base, text)
+                text = _join(clean_base, text).strip()
             else:
-                text = urljoin(clean_base, text)
+                text = urljoin(clean_base, text).strip()
     except ValueError as exc:
         logger.debug("Cannot resolve %r against %r: %s", url, base, exc)
         return ""

@@ -37,11 +37,11 @@ class Bm25Stage:
     with_fields = False
 
     def rank(self, query: Query, candidates: Sequence[Candidate], *, explain: bool) -> RankOutput:
-        scored = sorted(
-            (ScoredDoc(c.doc_id, c.bm25) for c in candidates if c.bm25 is not None),
-            key=lambda h: (-h.score, h.doc_id),
+        lexical = sorted(
+            (c for c in candidates if c.bm25 is not None),
+            key=lambda c: (-(c.bm25 or 0.0), c.lexical_rank or 0),
         )
-        return RankOutput(scored)
+        return RankOutput([ScoredDoc(c.doc_id, c.bm25 or 0.0) for c in lexical])
 
 
 class RrfStage:

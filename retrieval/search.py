@@ -403,5 +403,18 @@ class SearchService:
         shards = {i: [doc_id] for i in range(len(broker.shards))}
         return broker.fetch(shards, time.perf_counter() + self.settings.deadline_s).get(doc_id)
 
+    def locate_url(self, url: str) -> tuple[DocId, int] | None:
+        """(doc_id, shard) of a canonical URL in the serving generation, when indexed here.
+
+        Only in-process shards can answer; with remote shards this returns None.
+        """
+        for replicas in self.generation.broker.shards:
+            lexical = getattr(replicas[0], "lexical", None)
+            if lexical is not None:
+                doc_id = lexical.doc_id_for_url(url)
+                if doc_id is not None:
+                    return doc_id, replicas[0].shard_id
+        return None
+
     def close(self) -> None:
         self.generations.close()

@@ -6,13 +6,31 @@ from typing import Annotated
 
 from fastapi import APIRouter, Query, Request, Response
 
+from api import metrics
 from api.deps import SearchDep
 from api.schemas import ErrorModel, SearchResponseModel
 from core.errors import QueryError
+from core.types import SearchResponse
 
 router = APIRouter()
 
 SEARCH_PARAMS = frozenset({"q", "page", "size", "site", "lang", "filetype", "ranker", "explain", "cursor"})
+
+
+def record_search(response: SearchResponse) -> None:
+    """Prometheus counters and histograms for one answered search."""
+    metrics.QUERIES.labels(response.ranker).inc()
+    metrics.QUERY_SECONDS.observe(response.took_ms / 1000)
+    metrics.CACHE.labels("hit" if response.cached else "miss").inc()
+    if not response.cached:
+        for stage, ms in response.timings_ms.items():
+            metrics.STAGE_SECONDS.labels(stage).observe(ms / 1000)
+    if response.total == 0:
+        metrics.ZERO_RESULTS.inc()
+    if response.partial:
+        metrics.PARTIAL.inc()
+        for shard in response.missing_shards:
+            metrics.SHARD_MISSING.labels(str(shard)).inc()
 
 
 def reject_unknown_params(request: Request, allowed: frozenset[str]) -> None:

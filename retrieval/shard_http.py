@@ -1,0 +1,286 @@
+"""One shard as its own process (``trawl shard serve``) and the broker's HTTP client for it.
+
+The protocol is four small JSON calls mirroring :class:`retrieval.broker.ShardBackend`:
+``GET /shard/info``, ``POST /shard/doc_freqs``, ``POST /shard/candidates`` and
+``POST /shard/fetch``. Document ids travel as strings (they exceed 2^53). The shard
+process serves the published generation of its index root and follows ``CURRENT``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+import logging
+import threading
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import httpx
+import numpy as np
+from fastapi import FastAPI
+from pydantic import BaseModel
+
+from core.errors import ShardUnavailable
+from core.settings import SearchSettings
+from core.types import DocId, Query
+from retrieval.broker import LocalShard, ShardReply, ShardRequest
+from retrieval.build import IndexManifest, shard_dir
+from retrieval.generation import open_vectors
+from retrieval.hybrid import Candidate
+from retrieval.lexical import FieldBoosts, LexicalShard, StoredDoc
+from retrieval.manifest import CURRENT, resolve_index
+from retrieval.stats import CorpusStats
+
+logger = logging.getLogger(__name__)
+
+
+# -- wire format ------------------------------------------------------------------------
+
+
+def query_to_wire(query: Query) -> dict[str, Any]:
+    return dataclasses.asdict(query)
+
+
+def query_from_wire(data: dict[str, Any]) -> Query:
+    return Query(
+        raw=str(data.get("raw", "")),
+        terms=tuple(data.get("terms", ())),
+        phrases=tuple(data.get("phrases", ())),
+        excluded=tuple(data.get("excluded", ())),
+        site=data.get("site"),
+        lang=data.get("lang"),
+        filetype=data.get("filetype"),
+    )
+
+
+def candidate_to_wire(c: Candidate) -> dict[str, Any]:
+    return {
+        "doc_id": str(int(c.doc_id)),
+        "shard_id": c.shard_id,
+        "bm25": c.bm25,
+        "cosine": c.cosine,
+        "lexical_rank": c.lexical_rank,
+        "vector_rank": c.vector_rank,
+        "field_bm25": [list(p) for p in c.field_bm25],
+    }
+
+
+def candidate_from_wire(d: dict[str, Any]) -> Candidate:
+    return Candidate(
+        doc_id=DocId(int(d["doc_id"])),
+        shard_id=int(d["shard_id"]),
+        bm25=d["bm25"],
+        cosine=d["cosine"],
+        lexical_rank=d["lexical_rank"],
+        vector_rank=d["vector_rank"],
+        field_bm25=tuple((str(f), float(s)) for f, s in d["field_bm25"]),
+    )
+
+
+class DocFreqsBody(BaseModel):
+    query: dict[str, Any]
+
+
+class CandidatesBody(BaseModel):
+    query: dict[str, Any]
+    vector: list[float] | None = None
+    k_lexical: int
+    k_vector: int
+    stats_num_docs: int | None = None
+    stats_df: list[tuple[str, str, int]] = []
+    with_fields: bool = False
+
+
+class FetchBody(BaseModel):
+    doc_ids: list[str]
+
+
+# -- the shard process --------------------------------------------------------------------
+
+
+class _ShardHolder:
+    """The shard of the published generation, reopened when ``CURRENT`` changes."""
+
+    def __init__(self, index: Path, shard: int, settings: SearchSettings) -> None:
+        self.index = Path(index)
+        self.shard = shard
+        self.settings = settings
+        self._lock = threading.Lock()
+        self._pointer: str | None = None
+        self.generation = ""
+        self.local = self._open()
+
+    def _open(self) -> LocalShard:
+        path = resolve_index(self.index)
+        manifest = IndexManifest.load(path)
+        if self.shard >= manifest.shards:
+            raise ShardUnavailable(
+                f"Generation {manifest.generation} has {manifest.shards} shards; no shard {self.shard}."
+            )
+        lexical = LexicalShard(
+            shard_dir(path, self.shard) / "lexical", boosts=FieldBoosts.from_settings(self.settings)
+        )
+        vectors = open_vectors(path, self.shard) if self.settings.use_vectors else None
+        self.generation = manifest.generation
+        pointer = self.index / CURRENT
+        self._pointer = pointer.read_text().strip() if pointer.exists() else None
+        return LocalShard(self.shard, lexical, vectors)
+
+    def get(self) -> LocalShard:
+        pointer = self.index / CURRENT
+        current = pointer.read_text().strip() if pointer.exists() else None
+        if current != self._pointer:
+            with self._lock:
+                if current != self._pointer:
+                    self.local = self._open()
+        return self.local
+
+
+def create_shard_app(index: Path, shard: int, settings: SearchSettings, *, delay_s: float = 0.0) -> FastAPI:
+    """The app of one shard process. ``delay_s`` slows every answer (fault drills and tests)."""
+    holder = _ShardHolder(index, shard, settings)
+    app = FastAPI(title=f"Trawl shard {shard}", version="0.1.0")
+
+    async def _delay() -> None:
+        if delay_s > 0:
+            await asyncio.sleep(delay_s)
+
+    @app.get("/shard/info")
+    async def info() -> dict[str, Any]:
+        local = holder.get()
+        return {
+            "shard_id": shard,
+            "num_docs": local.num_docs,
+            "vector_model": local.vector_model,
+            "generation": holder.generation,
+        }
+
+    @app.post("/shard/doc_freqs")
+    async def doc_freqs(body: DocFreqsBody) -> dict[str, Any]:
+        await _delay()
+        freqs = holder.get().doc_freqs(query_from_wire(body.query))
+        return {"df": [[f, t, n] for (f, t), n in freqs.items()]}
+
+    @app.post("/shard/candidates")
+    async def candidates(body: CandidatesBody) -> dict[str, Any]:
+        await _delay()
+        stats = None
+        if body.stats_num_docs is not None:
+            stats = CorpusStats(body.stats_num_docs, {(f, t): n for f, t, n in body.stats_df})
+        request = ShardRequest(
+            query=query_from_wire(body.query),
+            vector=np.asarray(body.vector, dtype=np.float32) if body.vector is not None else None,
+            k_lexical=body.k_lexical,
+            k_vector=body.k_vector,
+            stats=stats,
+            with_fields=body.with_fields,
+        )
+        reply = holder.get().candidates(request)
+        return {
+            "shard_id": reply.shard_id,
+            "candidates": [candidate_to_wire(c) for c in reply.candidates],
+            "lexical_total": reply.lexical_total,
+            "has_vectors": reply.has_vectors,
+            "generation": holder.generation,
+        }
+
+    @app.post("/shard/fetch")
+    async def fetch(body: FetchBody) -> dict[str, Any]:
+        docs = holder.get().fetch([DocId(int(d)) for d in body.doc_ids])
+        return {"docs": [dataclasses.asdict(d) | {"doc_id": str(int(d.doc_id))} for d in docs.values()]}
+
+    @app.get("/healthz")
+    async def healthz() -> dict[str, str]:
+        return {"status": "ok", "generation": holder.generation}
+
+    return app
+
+
+# -- the broker's client ------------------------------------------------------------------
+
+
+class HttpShard:
+    """A remote shard replica. Its methods raise on any failure; the broker turns that into
+    a missing shard."""
+
+    def __init__(self, base_url: str, *, timeout_s: float = 5.0, client: httpx.Client | None = None) -> None:
+        self.base_url = base_url.rstrip("/")
+        self._client = client or httpx.Client(base_url=self.base_url, timeout=timeout_s)
+        info = self._get("/shard/info")
+        self.shard_id = int(info["shard_id"])
+        self._num_docs = int(info["num_docs"])
+        self._vector_model: str | None = info.get("vector_model")
+
+    def _get(self, path: str) -> dict[str, Any]:
+        response = self._client.get(path)
+        response.raise_for_status()
+        data: dict[str, Any] = response.json()
+        return data
+
+    def _post(self, path: str, body: dict[str, Any]) -> dict[str, Any]:
+        response = self._client.post(path, json=body)
+        response.raise_for_status()
+        data: dict[str, Any] = response.json()
+        return data
+
+    @property
+    def num_docs(self) -> int:
+        return self._num_docs
+
+    @property
+    def vector_model(self) -> str | None:
+        return self._vector_model
+
+    def doc_freqs(self, query: Query) -> dict[tuple[str, str], int]:
+        data = self._post("/shard/doc_freqs", {"query": query_to_wire(query)})
+        return {(f, t): int(n) for f, t, n in data["df"]}
+
+    def candidates(self, request: ShardRequest) -> ShardReply:
+        body: dict[str, Any] = {
+            "query": query_to_wire(request.query),
+            "vector": request.vector.tolist() if request.vector is not None else None,
+            "k_lexical": request.k_lexical,
+            "k_vector": request.k_vector,
+            "with_fields": request.with_fields,
+        }
+        if request.stats is not None:
+            body["stats_num_docs"] = request.stats.num_docs
+            body["stats_df"] = [[f, t, n] for (f, t), n in request.stats.doc_freq.items()]
+        data = self._post("/shard/candidates", body)
+        return ShardReply(
+            int(data["shard_id"]),
+            tuple(candidate_from_wire(c) for c in data["candidates"]),
+            int(data["lexical_total"]),
+            bool(data["has_vectors"]),
+        )
+
+    def fetch(self, doc_ids: Sequence[DocId]) -> dict[DocId, StoredDoc]:
+        data = self._post("/shard/fetch", {"doc_ids": [str(int(d)) for d in doc_ids]})
+        out: dict[DocId, StoredDoc] = {}
+        for d in data["docs"]:
+            doc = StoredDoc(**{**d, "doc_id": DocId(int(d["doc_id"])), "headings": tuple(d["headings"])})
+            out[doc.doc_id] = doc
+        return out
+
+    def close(self) -> None:
+        self._client.close()
+
+
+def parse_shard_urls(spec: str) -> list[list[str]]:
+    """``http://a:1|http://a2:1,http://b:2`` → ``[[a, a2], [b]]``: shards by comma, replicas by ``|``."""
+    shards = [[u.strip() for u in part.split("|") if u.strip()] for part in spec.split(",") if part.strip()]
+    if not shards:
+        raise ShardUnavailable(
+            f"No shard addresses in {spec!r}; write them like http://127.0.0.1:9001,http://127.0.0.1:9002."
+        )
+    return shards
+
+
+def connect_shards(spec: str, *, timeout_s: float = 5.0) -> list[list[HttpShard]]:
+    """Clients for every replica, ordered by the shard id each reports."""
+    clients = [
+        [HttpShard(url, timeout_s=timeout_s) for url in replicas] for replicas in parse_shard_urls(spec)
+    ]
+    clients.sort(key=lambda replicas: replicas[0].shard_id)
+    return clients
