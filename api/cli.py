@@ -264,6 +264,9 @@ def shard_serve(
     delay_ms: Annotated[
         float, typer.Option("--delay-ms", min=0, help="Slow every answer (fault drills).")
     ] = 0.0,
+    allow_faults: Annotated[
+        bool, typer.Option("--allow-fault-injection", help="Enable POST /shard/fault (drills, tests).")
+    ] = False,
 ) -> None:
     """Serve one shard over HTTP for a broker (`trawl serve --shards …`).
 
@@ -274,7 +277,9 @@ def shard_serve(
     from retrieval.shard_http import create_shard_app
 
     settings = _settings()
-    application = create_shard_app(index, shard, settings.search, delay_s=delay_ms / 1000)
+    application = create_shard_app(
+        index, shard, settings.search, delay_s=delay_ms / 1000, allow_faults=allow_faults
+    )
     console.print(f"shard {shard} of {index} at http://{host}:{port}/")
     uvicorn.run(application, host=host, port=port, log_level="warning")
 

@@ -50,6 +50,7 @@ class SearchResponseModel(BaseModel):
     partial: bool = Field(description="True when a shard (or its vectors) did not answer in time.")
     missing_shards: list[int]
     missing_vector_shards: list[int]
+    hedged_shards: list[int] = Field(description="Shards answered by a hedged request to a replica.")
     next_cursor: str | None = Field(description="Pass as cursor= for the next page (deep paging).")
     cached: bool
     timings_ms: dict[str, float]
@@ -77,6 +78,7 @@ class SearchResponseModel(BaseModel):
             partial=response.partial,
             missing_shards=list(response.missing_shards),
             missing_vector_shards=list(response.missing_vector_shards),
+            hedged_shards=list(response.hedged_shards),
             next_cursor=response.next_cursor,
             cached=response.cached,
             timings_ms={k: round(v, 3) for k, v in response.timings_ms.items()},

@@ -115,6 +115,7 @@ class SearchResponse:
     partial: bool = False
     missing_shards: tuple[int, ...] = ()
     missing_vector_shards: tuple[int, ...] = ()
+    hedged_shards: tuple[int, ...] = ()
     next_cursor: str | None = None
     cached: bool = False
     timings_ms: dict[str, float] = field(default_factory=dict)

@@ -35,9 +35,7 @@ _BINARY_SIGNATURES = (
     b"wOF2",
     b"\x7fELF",
 )
-_BINARY_BYTES = frozenset(
-    list(range(0x00, 0x09)) + [0x0B] + list(range(0x0E, 0x1B)) + list(range(0x1C, 0x20))
-)
+_BINARY_BYTE = re.compile(rb"[\x00-\x08\x0b\x0e-\x1a\x1c-\x1f]")
 _HTML_TYPES = frozenset({"text/html", "application/xhtml+xml"})
 _META_CHARSET = re.compile(rb"""<meta[^>]+charset\s*=\s*["']?\s*([a-zA-Z0-9_\-:.]+)""", re.IGNORECASE)
 _SINGLE_BYTE = frozenset({"latin_1", "iso8859-1", "cp1252", "ascii", "iso8859-15"})
@@ -80,7 +78,7 @@ def _looks_binary(prefix: bytes) -> bool:
         return False
     if prefix.startswith(_BINARY_SIGNATURES):
         return True
-    return any(b in _BINARY_BYTES for b in prefix[:1024])
+    return _BINARY_BYTE.search(prefix, 0, 1024) is not None
 
 
 def is_html_body(media_type: str, body: bytes) -> bool:

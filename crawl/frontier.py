@@ -38,8 +38,11 @@ logger = logging.getLogger(__name__)
 
 __all__ = ["Feedback", "Frontier", "Lease"]
 
-_QueueItem = tuple[float, int, str, int, str, int, int]
-"""(-priority, sequence, url, depth, kind, retries, redirects)."""
+_QueueItem = tuple[float, int, str, int, str, int, int, bool]
+"""(-priority, sequence, url, depth, kind, retries, redirects, has_history).
+
+``has_history`` is False for URLs discovered in this run: they have no validators or
+previous hash in the table, so leasing them needs no table lookup."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -58,6 +61,7 @@ class Lease:
     previous_hash: str = ""
     interval_s: float = 0.0
     fetch_count: int = 0
+    has_history: bool = False
     expires_at: float = 0.0
 
 
@@ -135,6 +139,7 @@ class Frontier:
                     row["kind"],
                     row["retries"],
                     row["redirects"],
+                    True,
                 ),
             )
             loaded += 1
@@ -207,7 +212,7 @@ class Frontier:
         if new.status == "pending":
             self._push(
                 new.host,
-                (-new.priority, next(self._seq), new.url, new.depth, new.kind, 0, new.redirects),
+                (-new.priority, next(self._seq), new.url, new.depth, new.kind, 0, new.redirects, False),
             )
             return True
         return False
@@ -263,8 +268,8 @@ class Frontier:
             return self._make_lease(host, item)
 
     def _make_lease(self, host: str, item: _QueueItem) -> Lease:
-        neg_priority, _, url, depth, kind, retries, redirects = item
-        state = self._db.fetch_state(url)
+        neg_priority, _, url, depth, kind, retries, redirects, has_history = item
+        state = self._db.fetch_state(url) if has_history else None
         expires_at = time.time() + self._lease_s
         lease = Lease(
             url=url,
@@ -279,6 +284,7 @@ class Frontier:
             previous_hash=state["content_hash"] if state else "",
             interval_s=state["interval_s"] if state else 0.0,
             fetch_count=state["fetch_count"] if state else 0,
+            has_history=has_history,
             expires_at=expires_at,
         )
         self._busy.add(host)
@@ -309,7 +315,16 @@ class Frontier:
     def _requeue(self, lease: Lease, retries: int) -> None:
         self._push(
             lease.host,
-            (-lease.priority, next(self._seq), lease.url, lease.depth, lease.kind, retries, lease.redirects),
+            (
+                -lease.priority,
+                next(self._seq),
+                lease.url,
+                lease.depth,
+                lease.kind,
+                retries,
+                lease.redirects,
+                lease.has_history,
+            ),
         )
 
     def _release_host(self, host: str, feedback: Feedback) -> None:

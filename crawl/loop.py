@@ -156,8 +156,10 @@ class Crawler:
                 allowed_networks=s.allowed_networks,
             )
             self._guard = guard
+            # One request in flight per host: a pool smaller than the number of hosts would
+            # close and reopen connections constantly, so size it for many hosts.
             async with make_client(
-                timeout_s=s.fetch_timeout_s, max_connections=max(s.concurrency, 10)
+                timeout_s=s.fetch_timeout_s, max_connections=max(256, 4 * s.concurrency)
             ) as client:
                 self._fetcher = Fetcher.from_settings(s, client, guard)
                 self._robots = RobotsCache(

@@ -98,7 +98,11 @@ class Scope:
         segments = [s for s in path_only.split("/") if s]
         if len(segments) > self.max_path_segments:
             return f"more than {self.max_path_segments} path segments (likely a trap)"
-        if segments and Counter(segments).most_common(1)[0][1] > self.max_repeated_segment:
+        if (
+            len(segments) > self.max_repeated_segment
+            and len(set(segments)) < len(segments)
+            and Counter(segments).most_common(1)[0][1] > self.max_repeated_segment
+        ):
             return "a path segment repeats too often (likely a trap)"
         if query and query.count("&") + 1 > self.max_query_params:
             return f"more than {self.max_query_params} query parameters (likely a trap)"

@@ -4,7 +4,9 @@ Most links a crawler extracts were seen before (navigation repeats on every page
 the check must be cheap. A Bloom filter answers "certainly new" in O(1) with a few
 bits per URL; only its "probably seen" answers (true repeats plus ~0.1% false
 positives) go to the table, whose primary key is the truth. URLs accepted but not yet
-committed to the table are held in a small set until the next commit.
+committed to the table are held in a set until the next commit, and then in a
+bounded two-generation cache of recently seen URLs, so the links every page repeats
+(navigation, footers) do not cost a table lookup each time.
 
 The filter is rebuilt from the table at start (rbloom's hash is per-process), and
 rebuilt at twice the size when it fills past its capacity, so the false-positive rate
@@ -32,6 +34,9 @@ class SeenUrls:
         self._db = db
         self._error_rate = error_rate
         self._uncommitted: set[str] = set()
+        self._recent: set[str] = set()
+        self._older: set[str] = set()
+        self._recent_max = 200_000
         started = time.monotonic()
         count = db.count_urls()
         self._capacity = max(capacity, count * 2)
@@ -49,10 +54,11 @@ class SeenUrls:
     def add_if_new(self, url: str) -> bool:
         """Record the URL; True when it was not seen before."""
         if url in self._bloom:
-            if url in self._uncommitted:
+            if url in self._uncommitted or url in self._recent or url in self._older:
                 return False
             self.table_lookups += 1
             if self._db.exists(url):
+                self._remember(url)
                 return False
         self._bloom.add(url)
         self._uncommitted.add(url)
@@ -63,7 +69,14 @@ class SeenUrls:
 
     def committed(self) -> None:
         """The frontier wrote its batch: the table now knows every uncommitted URL."""
+        for url in self._uncommitted:
+            self._remember(url)
         self._uncommitted.clear()
+
+    def _remember(self, url: str) -> None:
+        self._recent.add(url)
+        if len(self._recent) >= self._recent_max:
+            self._older, self._recent = self._recent, set()
 
     def _grow(self) -> None:
         self._capacity *= 2

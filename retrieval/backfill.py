@@ -20,6 +20,7 @@ Layout per shard (next to ``lexical/``)::
     shard-0000/vector/<version>/chunks/checkpoint.json
     shard-0000/vector/<version>/chunks/chunk-000001.{docs,rows,vectors}.npy
     shard-0000/vector/<version>/index/              a saved VectorShard
+    shard-0000/vector/<version>/lock                flock: one backfill per shard and model
 
 A new model gets a new ``<version>`` directory; the old one is untouched and keeps
 serving until the new one is complete and ``CURRENT`` moves.
@@ -27,12 +28,14 @@ serving until the new one is complete and ``CURRENT`` moves.
 
 from __future__ import annotations
 
+import fcntl
 import hashlib
 import json
 import logging
 import os
 import time
 from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -193,37 +196,57 @@ def backfill_shard(
     """Backfill one shard; returns (documents, documents embedded now, vector shard)."""
     lexical = LexicalShard(shard_dir(index_dir, shard) / "lexical")
     root = version_dir(index_dir, shard, embedder.model_id)
-    store = ChunkStore(root / "chunks", embedder.model_id)
-    stored: dict[int, tuple[int, str, str]] = {}
-    for doc in lexical.iter_stored():
-        body = doc.body or doc.description
-        stored[int(doc.doc_id)] = (content_key(doc.title, body, embedder), doc.title, body)
-    done = store.committed_keys()
-    todo = sorted(
-        (doc_id, key, title, body) for doc_id, (key, title, body) in stored.items() if done.get(doc_id) != key
-    )
-    logger.info(
-        "shard %d: %d documents, %d already embedded for %s, %d to embed",
-        shard,
-        len(stored),
-        len(stored) - len(todo),
-        embedder.model_id,
-        len(todo),
-    )
-    finished = 0
-    if on_progress is not None:
-        on_progress(0, len(todo))
-    for batch in _batches(todo, chunk_docs or settings.backfill_chunk_docs):
-        vectors = embedder.embed_documents([(d, title, body) for d, _, title, body in batch])
-        docs = np.asarray([(d, key) for d, key, _, _ in batch], dtype=np.int64).reshape(-1, 2)
-        store.append(docs, vectors.rows, vectors.vectors)
-        finished += len(batch)
+    with exclusive_lock(root / "lock"):
+        store = ChunkStore(root / "chunks", embedder.model_id)
+        stored: dict[int, tuple[int, str, str]] = {}
+        for doc in lexical.iter_stored():
+            body = doc.body or doc.description
+            stored[int(doc.doc_id)] = (content_key(doc.title, body, embedder), doc.title, body)
+        done = store.committed_keys()
+        todo = sorted(
+            (doc_id, key, title, body)
+            for doc_id, (key, title, body) in stored.items()
+            if done.get(doc_id) != key
+        )
+        logger.info(
+            "shard %d: %d documents, %d already embedded for %s, %d to embed",
+            shard,
+            len(stored),
+            len(stored) - len(todo),
+            embedder.model_id,
+            len(todo),
+        )
+        finished = 0
         if on_progress is not None:
-            on_progress(finished, len(todo))
-    vector_shard = _sync_index(root / "index", store, stored, embedder, settings)
-    if publish:
-        _write_json_text(vector_root(index_dir, shard) / "CURRENT", version_name(embedder.model_id))
-    return len(stored), len(todo), vector_shard
+            on_progress(0, len(todo))
+        for batch in _batches(todo, chunk_docs or settings.backfill_chunk_docs):
+            vectors = embedder.embed_documents([(d, title, body) for d, _, title, body in batch])
+            docs = np.asarray([(d, key) for d, key, _, _ in batch], dtype=np.int64).reshape(-1, 2)
+            store.append(docs, vectors.rows, vectors.vectors)
+            finished += len(batch)
+            if on_progress is not None:
+                on_progress(finished, len(todo))
+        vector_shard = _sync_index(root / "index", store, stored, embedder, settings)
+        if publish:
+            _write_json_text(vector_root(index_dir, shard) / "CURRENT", version_name(embedder.model_id))
+        return len(stored), len(todo), vector_shard
+
+
+@contextmanager
+def exclusive_lock(path: Path) -> Iterator[None]:
+    """One backfill per shard and model at a time (a second job waits): two writers
+    appending chunks to one checkpoint would lose each other's work."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with path.open("a") as handle:
+        try:
+            fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            logger.warning("another backfill holds %s; waiting for it", path)
+            fcntl.flock(handle, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(handle, fcntl.LOCK_UN)
 
 
 def _write_json_text(path: Path, text: str) -> None:

@@ -167,14 +167,20 @@ class Broker:
         self.shards = [list(replicas) for replicas in shards]
         self.deadline_s = deadline_s
         self.hedge = hedge
-        self._latency = [LatencyTracker() for _ in self.shards]
-        self._pool = ThreadPoolExecutor(
-            max_workers=workers or max(4, 3 * len(self.shards)), thread_name_prefix="broker"
+        self._latency = {
+            phase: [LatencyTracker() for _ in self.shards] for phase in ("stats", "candidates", "fetch")
+        }
+        # Two pools: per-shard coordinators wait on shard calls, so sharing one pool would
+        # let slow (abandoned or hedged) calls starve the coordinators.
+        self._pool = ThreadPoolExecutor(max_workers=max(4, 2 * len(self.shards)), thread_name_prefix="broker")
+        self._calls = ThreadPoolExecutor(
+            max_workers=workers or max(16, 8 * len(self.shards)), thread_name_prefix="shard-call"
         )
         self._num_docs: int | None = None
 
     def close(self) -> None:
         self._pool.shutdown(wait=False, cancel_futures=True)
+        self._calls.shutdown(wait=False, cancel_futures=True)
 
     @property
     def num_docs(self) -> int:
@@ -191,7 +197,7 @@ class Broker:
         return self._num_docs
 
     def _call(
-        self, shard_no: int, fn: Callable[[ShardBackend], T], deadline: float, *, track: bool
+        self, shard_no: int, fn: Callable[[ShardBackend], T], deadline: float, *, phase: str
     ) -> tuple[T | None, bool]:
         """Run ``fn`` on a replica of shard ``shard_no``; hedge to another one when slow.
 
@@ -199,9 +205,10 @@ class Broker:
         """
         replicas = self.shards[shard_no]
         started = time.perf_counter()
-        futures: dict[Future[T], int] = {self._pool.submit(fn, replicas[0]): 0}
+        futures: dict[Future[T], int] = {self._calls.submit(fn, replicas[0]): 0}
         hedged = False
-        threshold = self._latency[shard_no].p95() if (self.hedge and len(replicas) > 1) else float("inf")
+        tracker = self._latency[phase][shard_no]
+        threshold = tracker.p95() if (self.hedge and len(replicas) > 1) else float("inf")
         errors: list[BaseException] = []
         while futures:
             now = time.perf_counter()
@@ -219,8 +226,7 @@ class Broker:
                 except Exception as exc:  # noqa: BLE001 - reported as a missing shard
                     errors.append(exc)
                     continue
-                if track:
-                    self._latency[shard_no].add(time.perf_counter() - started)
+                tracker.add(time.perf_counter() - started)
                 return result, hedged
             if (
                 not hedged
@@ -228,7 +234,7 @@ class Broker:
                 and (not futures or time.perf_counter() >= started + threshold)
             ):
                 hedged = True
-                futures[self._pool.submit(fn, replicas[1])] = 1
+                futures[self._calls.submit(fn, replicas[1])] = 1
         if errors:
             logger.warning("shard %d failed: %s", shard_no, errors[-1])
         else:
@@ -236,7 +242,7 @@ class Broker:
         return None, hedged
 
     def _fan_out(
-        self, fn: Callable[[ShardBackend], T], deadline: float, *, track: bool
+        self, fn: Callable[[ShardBackend], T], deadline: float, *, phase: str
     ) -> tuple[list[T | None], list[int]]:
         if len(self.shards) == 1 and len(self.shards[0]) == 1:
             # One shard, one replica: nothing to hedge or overlap, so skip the thread hop.
@@ -246,11 +252,10 @@ class Broker:
             except Exception as exc:  # noqa: BLE001 - reported as a missing shard
                 logger.warning("shard 0 failed: %s", exc)
                 return [None], []
-            if track:
-                self._latency[0].add(time.perf_counter() - started)
+            self._latency[phase][0].add(time.perf_counter() - started)
             return [result], []
         jobs = [
-            self._pool.submit(self._call, shard_no, fn, deadline, track=track)
+            self._pool.submit(self._call, shard_no, fn, deadline, phase=phase)
             for shard_no in range(len(self.shards))
         ]
         results: list[T | None] = []
@@ -266,7 +271,7 @@ class Broker:
         """Collection-wide N and df for ``query`` (None with a single shard)."""
         if len(self.shards) == 1:
             return None
-        parts, _ = self._fan_out(lambda s: s.doc_freqs(query), deadline, track=False)
+        parts, _ = self._fan_out(lambda s: s.doc_freqs(query), deadline, phase="stats")
         return CorpusStats.merge(self.num_docs, [p for p in parts if p is not None])
 
     def gather(
@@ -281,10 +286,11 @@ class Broker:
     ) -> Gathered:
         started = time.perf_counter()
         deadline = started + (deadline_s if deadline_s is not None else self.deadline_s)
-        stats = self.stats(query, deadline)
+        # Statistics get at most 40% of the budget: a slow shard must not starve the search.
+        stats = self.stats(query, started + 0.4 * (deadline - started))
         after_stats = time.perf_counter()
         request = ShardRequest(query, vector, k_lexical, k_vector, stats, with_fields)
-        replies, hedged = self._fan_out(lambda s: s.candidates(request), deadline, track=True)
+        replies, hedged = self._fan_out(lambda s: s.candidates(request), deadline, phase="candidates")
         missing = tuple(i for i, r in enumerate(replies) if r is None)
         want_vectors = vector is not None and k_vector > 0
         missing_vector = tuple(
@@ -318,7 +324,7 @@ class Broker:
                 return {}
         jobs = {
             shard_no: self._pool.submit(
-                self._call, shard_no, lambda s, ids=ids: s.fetch(ids), deadline, track=False
+                self._call, shard_no, lambda s, ids=ids: s.fetch(ids), deadline, phase="fetch"
             )
             for shard_no, ids in doc_ids_by_shard.items()
             if ids

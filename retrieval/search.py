@@ -327,6 +327,7 @@ class SearchService:
             partial=bool(missing or missing_vector),
             missing_shards=tuple(missing),
             missing_vector_shards=tuple(missing_vector),
+            hedged_shards=tuple(sorted({s for g in ranked.gathered for s in g.hedged})),
             next_cursor=next_cursor,
             timings_ms=timings,
         )

@@ -137,14 +137,32 @@ class _ShardHolder:
         return self.local
 
 
-def create_shard_app(index: Path, shard: int, settings: SearchSettings, *, delay_s: float = 0.0) -> FastAPI:
-    """The app of one shard process. ``delay_s`` slows every answer (fault drills and tests)."""
+class FaultBody(BaseModel):
+    delay_ms: float
+
+
+def create_shard_app(
+    index: Path, shard: int, settings: SearchSettings, *, delay_s: float = 0.0, allow_faults: bool = False
+) -> FastAPI:
+    """The app of one shard process.
+
+    ``delay_s`` slows every answer; with ``allow_faults`` the delay can be changed at run
+    time through ``POST /shard/fault`` (fault drills and tests; off in production).
+    """
     holder = _ShardHolder(index, shard, settings)
     app = FastAPI(title=f"Trawl shard {shard}", version="0.1.0")
+    fault = {"delay_s": delay_s}
 
     async def _delay() -> None:
-        if delay_s > 0:
-            await asyncio.sleep(delay_s)
+        if fault["delay_s"] > 0:
+            await asyncio.sleep(fault["delay_s"])
+
+    if allow_faults:
+
+        @app.post("/shard/fault")
+        async def set_fault(body: FaultBody) -> dict[str, float]:
+            fault["delay_s"] = max(0.0, body.delay_ms / 1000)
+            return {"delay_ms": fault["delay_s"] * 1000}
 
     @app.get("/shard/info")
     async def info() -> dict[str, Any]:

@@ -143,23 +143,28 @@ class ExperimentOutcome:
 
 
 def search_with_experiments(
-    request: Request, search: Callable[[str | None], SearchResponse]
+    request: Request,
+    search: Callable[[str | None], SearchResponse],
+    *,
+    forced_ranker: str | None = None,
 ) -> ExperimentOutcome:
     """Assign, search (twice and merge, for interleaving on page 1), log the impression.
 
     ``search(ranker)`` answers the request's query with the named ranker (None: the
     service's default). Interleaving applies to page 1; later pages show ranker A.
+    A request that names its own ranker (``forced_ranker``) is logged outside any
+    experiment: it must not dilute a variant.
     """
     _, cookie = _experiment_settings(request)
     unit = user_id(request)
     minted = None
     if unit is None and get_runtime(request) is not None:
         unit = minted = uuid.uuid4().hex
-    assignment = assignment_for(request, unit)
+    assignment = assignment_for(request, unit) if forced_ranker is None else None
     impression_id = new_impression_id()
     teams: tuple[Team, ...] = ()
     if assignment is None:
-        result = search(None)
+        result = search(forced_ranker)
     elif assignment.mode == "interleave":
         a = search(assignment.rankers[0])
         if a.page == 1:

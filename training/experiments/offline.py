@@ -226,13 +226,13 @@ def _with_holm(c: PairedComparison, p_rand: float, p_t: float) -> PairedComparis
 
 
 def _fmt_p(p: float | None) -> str:
-    return "–" if p is None else f"{p:.4f}"
+    return "–" if p is None else f"{p:.2g}" if p < 0.001 else f"{p:.4f}"
 
 
 def _row(c: PairedComparison) -> str:
     return (
         f"| {c.b} | {c.scope} | {len(c.qids)} | {c.mean_a:.4f} | {c.mean_b:.4f} | {c.delta:+.4f} "
-        f"| [{c.ci95[0]:+.4f}, {c.ci95[1]:+.4f}] | {c.p_randomization:.4f} | {c.p_ttest:.4f} "
+        f"| [{c.ci95[0]:+.4f}, {c.ci95[1]:+.4f}] | {_fmt_p(c.p_randomization)} | {_fmt_p(c.p_ttest)} "
         f"| {_fmt_p(c.p_randomization_holm)} | {c.wins}/{c.ties}/{c.losses} |"
     )
 

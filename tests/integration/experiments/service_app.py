@@ -47,9 +47,8 @@ def create_experiment_app(settings: Settings, *, index_dir: Path) -> FastAPI:
         page: Annotated[int, Query(ge=1)] = 1,
         size: Annotated[int | None, Query(ge=1)] = None,
     ) -> Response:
-        # The service has one ranker today; ``ranker`` is where a variant's ranker goes.
         outcome = experiments.search_with_experiments(
-            request, lambda ranker: service.search(q, page=page, size=size)
+            request, lambda ranker: service.search(q, page=page, size=size, ranker=ranker)
         )
         body = SearchResponseModel.from_domain(outcome.response).model_dump_json()
         http = Response(body, media_type="application/json")

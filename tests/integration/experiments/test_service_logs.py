@@ -27,7 +27,8 @@ EXPERIMENTS = """
 mode = "interleave"
 salt = "title-1"
 start = 2020-01-01T00:00:00Z
-variants = [{ name = "a", ranker = "bm25" }, { name = "b", ranker = "bm25-notitle" }]
+# Serving rankers of an index without vectors: only bm25, so both teams run it here.
+variants = [{ name = "a", ranker = "bm25" }, { name = "b", ranker = "bm25" }]
 """
 QUERIES = ["list comprehension", "python functions", "generators", "bread"]
 

@@ -8,6 +8,8 @@ import numpy as np
 import pytest
 
 from training.experiments.simulator import (
+    ab_metrics,
+    exact_moments,
     PRESETS,
     interleaved_lists,
     relevance_from_qrels,

@@ -1,0 +1,175 @@
+"""The broker against real `trawl shard serve` processes on loopback."""
+
+from __future__ import annotations
+
+import itertools
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+
+from core.settings import SearchSettings
+from retrieval.manifest import IndexRoot
+from retrieval.search import SearchService
+from retrieval.shard_http import connect_shards
+from training.datasets import BeirDataset
+
+REPO = Path(__file__).resolve().parents[3]
+QUERIES = ["boundary layer", "heat transfer", "supersonic wing", "shock wave", "buckling shells", "jet noise"]
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+class ShardProcess:
+    def __init__(self, index: Path, shard: int, *, faults: bool = False) -> None:
+        self.port = free_port()
+        cmd = [
+            sys.executable,
+            "-m",
+            "api.cli",
+            "shard",
+            "serve",
+            "--index",
+            str(index),
+            "--shard",
+            str(shard),
+            "--port",
+            str(self.port),
+        ]
+        if faults:
+            cmd.append("--allow-fault-injection")
+        self.proc = subprocess.Popen(
+            cmd,
+            cwd=REPO,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.PIPE,
+            env={**os.environ, "TRAWL_SEARCH__USE_VECTORS": "false"},
+        )
+        deadline = time.monotonic() + 60
+        while True:
+            try:
+                if httpx.get(f"{self.url}/healthz", timeout=1).status_code == 200:
+                    break
+            except httpx.TransportError:
+                pass
+            if self.proc.poll() is not None or time.monotonic() > deadline:
+                raise RuntimeError(
+                    f"shard {shard} did not start: {self.proc.stderr.read() if self.proc.stderr else ''}"
+                )
+            time.sleep(0.1)
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self.port}"
+
+    def kill(self) -> None:
+        self.proc.send_signal(signal.SIGKILL)
+        self.proc.wait(timeout=10)
+
+    def stop(self) -> None:
+        if self.proc.poll() is None:
+            self.proc.terminate()
+            try:
+                self.proc.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                self.kill()
+
+
+@pytest.fixture(scope="module")
+def index_root(eval_dir: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    root = tmp_path_factory.mktemp("serving") / "index"
+    docs = list(itertools.islice(BeirDataset.open(eval_dir / "cranfield").iter_documents(), 800))
+    index = IndexRoot(root)
+    index.publish(index.build(docs, shards=2))
+    return root
+
+
+@pytest.fixture(scope="module")
+def shard_procs(index_root: Path) -> Iterator[list[ShardProcess]]:
+    """Shard 0, shard 1 (fault injection on) and a replica of shard 1. Tests run in file
+    order; the one that kills a process is last, and fault delays are reset after use."""
+    procs = [
+        ShardProcess(index_root, 0),
+        ShardProcess(index_root, 1, faults=True),
+        ShardProcess(index_root, 1),
+    ]
+    yield procs
+    for p in procs:
+        p.stop()
+
+
+@pytest.fixture
+def fault(shard_procs: list[ShardProcess]) -> Iterator[object]:
+    def set_delay(ms: float) -> None:
+        httpx.post(f"{shard_procs[1].url}/shard/fault", json={"delay_ms": ms}).raise_for_status()
+
+    yield set_delay
+    set_delay(0)
+
+
+def remote_service(index_root: Path, spec: str, **settings: object) -> SearchService:
+    config = SearchSettings(cache_entries=0, use_vectors=False, **settings)  # type: ignore[arg-type]
+    return SearchService.open(index_root, config, remote=connect_shards(spec))
+
+
+def test_remote_shards_equal_in_process_search(index_root: Path, shard_procs: list[ShardProcess]) -> None:
+    local = SearchService.open(index_root, SearchSettings(cache_entries=0, use_vectors=False))
+    remote = remote_service(index_root, f"{shard_procs[0].url},{shard_procs[1].url}")
+    for q in QUERIES:
+        a, b = local.search(q, size=20), remote.search(q, size=20)
+        assert [h.doc_id for h in b.hits] == [h.doc_id for h in a.hits]
+        assert [h.snippet for h in b.hits] == [h.snippet for h in a.hits]
+        assert b.total == a.total and not b.partial
+
+
+def test_slow_shard_is_hedged_to_its_replica(
+    index_root: Path, shard_procs: list[ShardProcess], fault: Any
+) -> None:
+    spec = f"{shard_procs[0].url},{shard_procs[1].url}|{shard_procs[2].url}"
+    remote = remote_service(index_root, spec, deadline_s=3.0)
+    for q in QUERIES * 5:  # history for the p95
+        assert not remote.search(q).partial
+    fault(2000)
+    started = time.perf_counter()
+    responses = [remote.search(q) for q in QUERIES]
+    elapsed = time.perf_counter() - started
+    assert all(not r.partial and r.hedged_shards == (1,) for r in responses)
+    assert elapsed < 2.0 * len(QUERIES) / 2  # far below one slow answer per query
+
+
+def test_slow_shard_without_replica_is_cut_at_the_deadline(
+    index_root: Path, shard_procs: list[ShardProcess], fault: Any
+) -> None:
+    remote = remote_service(index_root, f"{shard_procs[0].url},{shard_procs[1].url}", deadline_s=0.5)
+    fault(3000)
+    started = time.perf_counter()
+    response = remote.search("boundary layer")
+    assert time.perf_counter() - started < 1.5
+    assert response.partial and response.missing_shards == (1,) and response.hits
+
+
+def test_killed_shard_gives_partial_results_naming_it(
+    index_root: Path, shard_procs: list[ShardProcess]
+) -> None:
+    remote = remote_service(index_root, f"{shard_procs[0].url},{shard_procs[2].url}", deadline_s=2.0)
+    before = [remote.search(q) for q in QUERIES]
+    assert all(not r.partial for r in before)
+    shard_procs[2].kill()
+    after = [remote.search(q) for q in QUERIES]
+    assert all(r.partial and r.missing_shards == (1,) for r in after)
+    assert all(r.hits for r in after)  # shard 0 still answers
+    for full, partial in zip(before, after, strict=True):
+        kept = {h.doc_id for h in full.hits if int(h.doc_id) % 2 == 0}
+        assert kept <= {h.doc_id for h in partial.hits}
