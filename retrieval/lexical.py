@@ -79,6 +79,11 @@ class StoredDoc:
     host: str
     lang: str
     filetype: str
+    anchors: tuple[str, ...] = ()
+    pagerank: float = 0.0
+    published_at: float | None = None
+    fetched_at: float | None = None
+    dup_cluster_size: int = 1
 
 
 @dataclass(frozen=True, slots=True)
@@ -173,6 +178,11 @@ class LexicalShardWriter:
             "host": doc.host,
             "lang": doc.lang,
             "filetype": doc.filetype,
+            "anchors": list(doc.anchors[:50]),
+            "pagerank": float(doc.pagerank),
+            "published_at": doc.published_at,
+            "fetched_at": doc.fetched_at,
+            "dup_cluster_size": int(doc.dup_cluster_size),
         }
         tdoc.add_bytes("payload", json.dumps(payload, ensure_ascii=False).encode("utf-8"))
         self._writer.add_document(tdoc)
@@ -444,6 +454,11 @@ class LexicalShard:
             host=payload["host"],
             lang=payload["lang"],
             filetype=payload["filetype"],
+            anchors=tuple(payload.get("anchors", ())),
+            pagerank=float(payload.get("pagerank", 0.0)),
+            published_at=payload.get("published_at"),
+            fetched_at=payload.get("fetched_at"),
+            dup_cluster_size=int(payload.get("dup_cluster_size", 1)),
         )
 
     def stored(self, doc_id: DocId) -> StoredDoc | None:

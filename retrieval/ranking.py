@@ -7,12 +7,25 @@ app, which keeps the dependency arrow pointing one way.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 from core.types import DocId, Query, ScoredDoc
 from retrieval.hybrid import Candidate, convex, rrf
+from retrieval.lexical import StoredDoc
+
+
+DocFetcher = Callable[[Sequence[Candidate]], Mapping[DocId, StoredDoc]]
+"""Stored documents (text, URL, static values) of candidates, from their shards."""
+
+
+@dataclass(frozen=True, slots=True)
+class RankContext:
+    """What a stage may use beyond the candidates' scores."""
+
+    fetch: DocFetcher
+    generation: str = ""
 
 
 @dataclass(frozen=True, slots=True)
@@ -28,7 +41,9 @@ class RankStage(Protocol):
     with_fields: bool
     """Whether the stage needs per-field BM25 for every candidate."""
 
-    def rank(self, query: Query, candidates: Sequence[Candidate], *, explain: bool) -> RankOutput: ...
+    def rank(
+        self, query: Query, candidates: Sequence[Candidate], *, explain: bool, context: RankContext
+    ) -> RankOutput: ...
 
 
 class Bm25Stage:
@@ -36,7 +51,9 @@ class Bm25Stage:
     needs_vector = False
     with_fields = False
 
-    def rank(self, query: Query, candidates: Sequence[Candidate], *, explain: bool) -> RankOutput:
+    def rank(
+        self, query: Query, candidates: Sequence[Candidate], *, explain: bool, context: RankContext
+    ) -> RankOutput:
         lexical = sorted(
             (c for c in candidates if c.bm25 is not None),
             key=lambda c: (-(c.bm25 or 0.0), c.lexical_rank or 0),
@@ -52,7 +69,9 @@ class RrfStage:
     def __init__(self, k: int = 60) -> None:
         self.k = k
 
-    def rank(self, query: Query, candidates: Sequence[Candidate], *, explain: bool) -> RankOutput:
+    def rank(
+        self, query: Query, candidates: Sequence[Candidate], *, explain: bool, context: RankContext
+    ) -> RankOutput:
         ranked = rrf(candidates, k=self.k)
         info = {h.doc_id: {"rrf": h.score, "rrf_k": self.k} for h in ranked} if explain else {}
         return RankOutput(ranked, info)
@@ -66,7 +85,9 @@ class ConvexStage:
     def __init__(self, weight: float) -> None:
         self.weight = weight
 
-    def rank(self, query: Query, candidates: Sequence[Candidate], *, explain: bool) -> RankOutput:
+    def rank(
+        self, query: Query, candidates: Sequence[Candidate], *, explain: bool, context: RankContext
+    ) -> RankOutput:
         ranked = convex(candidates, weight=self.weight)
         info = (
             {h.doc_id: {"convex": h.score, "cosine_weight": self.weight} for h in ranked} if explain else {}

@@ -35,7 +35,8 @@ from retrieval.cache import TtlLruCache
 from retrieval.cursor import Cursor
 from retrieval.generation import Generation, GenerationSet
 from retrieval.hybrid import Candidate
-from retrieval.ranking import Bm25Stage, ConvexStage, RankStage, RrfStage
+from retrieval.lexical import StoredDoc
+from retrieval.ranking import Bm25Stage, ConvexStage, RankContext, RankStage, RrfStage
 from retrieval.snippets import SnippetMatcher, make_snippet
 from retrieval.tokenizer import analyze
 
@@ -213,7 +214,7 @@ class SearchService:
             gathered = broker.gather(
                 query, vector=None, k_lexical=depth, k_vector=0, with_fields=stage.with_fields
             )
-            out = stage.rank(query, gathered.candidates, explain=explain)
+            out = stage.rank(query, gathered.candidates, explain=explain, context=self._context(generation))
             return RankedList(
                 out.ranked[:depth],
                 {c.doc_id: c for c in gathered.candidates},
@@ -237,7 +238,7 @@ class SearchService:
             all_gathered.append(gathered)
             lexical_total = gathered.lexical_total
             fresh = [c for c in gathered.candidates if c.doc_id not in candidates]
-            out = stage.rank(query, fresh, explain=explain)
+            out = stage.rank(query, fresh, explain=explain, context=self._context(generation))
             ranked.extend(out.ranked)
             explanations.update(out.explain)
             candidates.update({c.doc_id: c for c in fresh})
@@ -253,6 +254,15 @@ class SearchService:
         return RankedList(
             ranked[:depth], candidates, explanations, lexical_total + vector_only, exhausted, all_gathered
         )
+
+    def _context(self, generation: Generation) -> RankContext:
+        def fetch(candidates: Sequence[Candidate]) -> Mapping[DocId, StoredDoc]:
+            by_shard: dict[int, list[DocId]] = {}
+            for c in candidates:
+                by_shard.setdefault(c.shard_id, []).append(c.doc_id)
+            return generation.broker.fetch(by_shard, time.perf_counter() + self.settings.deadline_s)
+
+        return RankContext(fetch=fetch, generation=generation.id)
 
     # -- the request ------------------------------------------------------------------
 

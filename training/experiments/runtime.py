@@ -22,10 +22,13 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Self
 
+import pyarrow as pa
+import pyarrow.parquet as pq
+
 from core.errors import QueryError
 from core.settings import Settings
 from training.experiments.interleaving import Team
-from training.experiments.logs import IMPRESSION_SCHEMA, ExperimentLogs, read_log
+from training.experiments.logs import IMPRESSION_SCHEMA, ExperimentLogs, part_files
 from training.experiments.online import Assignment, ExperimentBook
 
 logger = logging.getLogger(__name__)
@@ -70,19 +73,27 @@ class ExperimentRuntime:
         return cls(book, ExperimentLogs.from_settings(settings), impression_cache=s.impression_cache)
 
     def _warm(self) -> None:
+        """Load the newest ``cache_size`` impressions, reading parts newest-first (not the whole log)."""
         if self.cache_size == 0:
             return
-        table = read_log(self.logs.paths.impressions, IMPRESSION_SCHEMA)
-        rows = table.slice(max(0, table.num_rows - self.cache_size)).select(
-            ["impression_id", "experiment", "variant", "doc_ids", "teams"]
-        )
-        for row in rows.to_pylist():
-            self._remember(
-                row["impression_id"],
-                ShownImpression(
+        columns = ["impression_id", "experiment", "variant", "doc_ids", "teams"]
+        tables: list[pa.Table] = []
+        rows = 0
+        for part in reversed(part_files(self.logs.paths.impressions)):
+            table = pq.read_table(part, columns=columns, schema=IMPRESSION_SCHEMA)
+            tables.append(table)
+            rows += table.num_rows
+            if rows >= self.cache_size:
+                break
+        for table in reversed(tables):
+            for row in table.to_pylist():
+                shown = ShownImpression(
                     row["experiment"], row["variant"], tuple(row["doc_ids"]), tuple(row["teams"])
-                ),
-            )
+                )
+                self._remember(row["impression_id"], shown)
+        logger.info(
+            "warmed %d recent impressions from %s", min(rows, self.cache_size), self.logs.paths.impressions
+        )
 
     def _remember(self, impression_id: str, shown: ShownImpression) -> None:
         with self._lock:

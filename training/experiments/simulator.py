@@ -14,9 +14,10 @@ Sizing: the A/B metrics' per-impression means and variances are exact under the 
 (:func:`exact_moments`); interleaving's, which depend on the team-draft coin flips,
 come from a large simulated pilot. The normal approximation then gives the impressions
 needed for a two-sided α = 0.05 test to reach the requested power, and ``reps``
-simulated experiments at that size check the power empirically. Each simulated A/B impression comes from a different
-user, which is the best case for A/B (real users repeat, and their correlation only
-adds variance), so the reported ratio understates interleaving's advantage if anything.
+simulated experiments at that size check the power empirically. Each simulated A/B
+impression comes from a different user, which is the best case for A/B (real users
+repeat, and their correlation only adds variance), so the reported ratio understates
+interleaving's advantage if anything.
 """
 
 from __future__ import annotations

@@ -8,9 +8,9 @@ import numpy as np
 import pytest
 
 from training.experiments.simulator import (
+    PRESETS,
     ab_metrics,
     exact_moments,
-    PRESETS,
     interleaved_lists,
     relevance_from_qrels,
     relevance_lists,
@@ -88,3 +88,27 @@ def test_identical_rankers_tie_every_impression() -> None:
     # by coin flips, so preferences cancel out on average and the test finds nothing.
     assert inter.p_value > 0.01
     assert abs(inter.wins_b - inter.wins_a) < 0.1 * inter.impressions
+
+
+@pytest.mark.parametrize("model", ["navigational", "informational"])
+def test_exact_moments_match_simulation(model: str) -> None:
+    qrels, worse, _ = synthetic()
+    rel = relevance_from_qrels(qrels)
+    rel = {
+        q: {d: g * (0.5 if i % 2 else 1.0) for i, (d, g) in enumerate(docs.items())}
+        for q, docs in rel.items()
+    }
+    lists = relevance_lists(worse, rel, QIDS)
+    # Some lists shorter than 10, so CTR's denominator varies by query.
+    lists = type(lists)(lists.relevance, lists.valid & (np.arange(10) < 8 + np.arange(40)[:, None] % 3))
+    exact = exact_moments(lists, PRESETS[model])
+    rng = np.random.default_rng(5)
+    q = rng.integers(0, len(QIDS), size=200_000)
+    simulated = ab_metrics(
+        simulate_clicks(lists.relevance[q], lists.valid[q], PRESETS[model], rng), lists.valid[q]
+    )
+    for metric, (mean, var) in exact.items():
+        est = simulated[metric]
+        assert est.value == pytest.approx(mean, abs=4 * np.sqrt(var / 200_000) + 1e-9), metric
+        if metric != "abandonment":  # a Bernoulli: its variance is p(1 - p), and p is checked above
+            assert est.variance * 200_000 == pytest.approx(var, rel=0.03), metric
