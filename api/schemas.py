@@ -95,3 +95,4 @@ class HealthModel(BaseModel):
     status: str
     documents: int
     generation: str
+    rankers: list[str] = Field(description="Rankers this generation can serve.")

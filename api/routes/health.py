@@ -14,7 +14,9 @@ router = APIRouter()
 
 @router.get("/healthz", response_model=HealthModel)
 async def healthz(service: SearchDep) -> HealthModel:
-    return HealthModel(status="ok", documents=service.num_docs, generation=service.generation.id)
+    return HealthModel(
+        status="ok", documents=service.num_docs, generation=service.generation.id, rankers=service.ranker_names()
+    )
 
 
 @router.get("/readyz", response_model=HealthModel, responses={503: {"description": "Not ready"}})
@@ -24,7 +26,9 @@ async def readyz(request: Request, service: SearchDep) -> Response:
         return Response(
             '{"error":"not_ready","detail":"starting"}', status_code=503, media_type="application/json"
         )
-    body = HealthModel(status="ready", documents=service.num_docs, generation=service.generation.id)
+    body = HealthModel(
+        status="ready", documents=service.num_docs, generation=service.generation.id, rankers=service.ranker_names()
+    )
     return Response(body.model_dump_json(), media_type="application/json")
 
 

@@ -133,12 +133,12 @@ def simulate_clicks(
 
 def ab_metrics(clicks: NDArray[np.bool_], valid: NDArray[np.bool_]) -> dict[str, RatioEstimate]:
     """The analysis module's four A/B metrics, one impression = one user."""
-    n_clicks = clicks.sum(axis=1).astype(np.float64)
+    n_clicks: NDArray[np.float64] = np.asarray(clicks.sum(axis=1), dtype=np.float64)
     ones = np.ones(clicks.shape[0])
     has = clicks.any(axis=1)
     rr: NDArray[np.float64] = np.where(has, 1.0 / (np.argmax(clicks, axis=1) + 1), 0.0)
     return {
-        "ctr": ratio_estimate(n_clicks, valid.sum(axis=1).astype(np.float64)),
+        "ctr": ratio_estimate(n_clicks, np.asarray(valid.sum(axis=1), dtype=np.float64)),
         "clicks_per_query": ratio_estimate(n_clicks, ones),
         "abandonment": ratio_estimate((~has).astype(np.float64), ones),
         "mrr_clicks": ratio_estimate(rr, ones),
