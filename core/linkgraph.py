@@ -22,21 +22,13 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import polars as pl
-import pyarrow as pa
-import pyarrow.parquet as pq
 
 logger = logging.getLogger(__name__)
 
 __all__ = ["EDGE_SCHEMA", "Edge", "LinkGraphStore", "anchors_by_target"]
 
 _EDGES = re.compile(r"^edges-(\d{6,})\.parquet$")
-EDGE_SCHEMA = pa.schema(
-    [
-        pa.field("src_url", pa.string(), nullable=False),
-        pa.field("dst_url", pa.string(), nullable=False),
-        pa.field("anchor_text", pa.string(), nullable=False),
-    ]
-)
+EDGE_SCHEMA = {"src_url": pl.String, "dst_url": pl.String, "anchor_text": pl.String}
 
 
 @dataclass(frozen=True, slots=True)
@@ -74,8 +66,8 @@ class LinkGraphStore:
         serial = int(_EDGES.match(existing[-1].name).group(1)) + 1 if existing else 1  # type: ignore[union-attr]
         name = f"edges-{serial:06d}.parquet"
         tmp = self.root / f".{name}.tmp-{os.getpid()}"
-        table = pa.table({"src_url": src, "dst_url": dst, "anchor_text": text}, schema=EDGE_SCHEMA)
-        pq.write_table(table, tmp, compression="zstd")
+        frame = pl.DataFrame({"src_url": src, "dst_url": dst, "anchor_text": text}, schema=EDGE_SCHEMA)
+        frame.write_parquet(tmp, compression="zstd")
         os.replace(tmp, self.root / name)
         return name
 
@@ -83,10 +75,7 @@ class LinkGraphStore:
         """All edges, in append order (empty frame with the three columns when none)."""
         files = self.files()
         if not files:
-            return pl.DataFrame(
-                {"src_url": [], "dst_url": [], "anchor_text": []},
-                schema={"src_url": pl.String, "dst_url": pl.String, "anchor_text": pl.String},
-            )
+            return pl.DataFrame(schema=EDGE_SCHEMA)
         return pl.concat([pl.read_parquet(path) for path in files], how="vertical")
 
 

@@ -208,7 +208,7 @@ def canonicalize_url(url: str, base: str | None = None) -> str:
     return _canonicalize_absolute(text)
 
 
-@functools.lru_cache(maxsize=131_072)
+@functools.lru_cache(maxsize=32_768)
 def _canonicalize_absolute(text: str) -> str:
     """Canonicalize an absolute URL string. Cached: navigation links repeat on every page."""
     try:

@@ -187,7 +187,9 @@ def search_with_experiments(
     response_model=ClickOut,
     summary="Record a click on a search result",
 )
-async def click(request: Request, body: ClickIn) -> JSONResponse:
+def click(request: Request, body: ClickIn) -> JSONResponse:
+    """Log a click on a result that the named impression showed at that position."""
+    # Plain ``def``: a full buffer flushes to disk in this call, so it runs in the thread pool.
     runtime = get_runtime(request)
     if runtime is None:
         return error_response(503, "experiments_unavailable", "Click logging is not enabled on this server.")

@@ -37,7 +37,11 @@ def _timed(command: list[str], env: dict[str, str]) -> tuple[dict, float, float,
         started = time.perf_counter()
         done = subprocess.run(
             ["/usr/bin/time", "-o", times.name, "-f", "%M %U %S", *command],
-            env=env, cwd=REPO, capture_output=True, text=True, check=False,
+            env=env,
+            cwd=REPO,
+            capture_output=True,
+            text=True,
+            check=False,
         )
         wall = time.perf_counter() - started
         if done.returncode != 0:
@@ -47,39 +51,78 @@ def _timed(command: list[str], env: dict[str, str]) -> tuple[dict, float, float,
     return json.loads(lines[-1]), wall, float(user) + float(system), int(rss_kb) / 1024
 
 
+EXTRA_PATH: list[str] = []
+"""``--pythonpath`` entries, put in front for both httpx crawlers alike (e.g. sniffio)."""
+
+
+def _env() -> dict[str, str]:
+    env = dict(os.environ)
+    env["PYTHONPATH"] = os.pathsep.join([*EXTRA_PATH, str(REPO)])
+    return env
+
+
 def run_minimal(site: BenchSite, concurrency: int) -> dict[str, float]:
     result, wall, cpu, rss = _timed(
-        [sys.executable, str(Path(__file__).parent / "minimal_httpx.py"), "--concurrency", str(concurrency), *site.seeds],
-        dict(os.environ),
+        [
+            sys.executable,
+            str(Path(__file__).parent / "minimal_httpx.py"),
+            "--concurrency",
+            str(concurrency),
+            *site.seeds,
+        ],
+        _env(),
     )
     return {"pages": result["pages"], "elapsed_s": result["elapsed_s"], "cpu_s": cpu, "rss_mb": rss}
 
 
 def run_trawl(site: BenchSite, concurrency: int) -> dict[str, float]:
-    env = dict(os.environ)
+    env = _env()
     env.update(
         {
             "TRAWL_CRAWL__RESPONSE_TIME_FACTOR": "0",
             "TRAWL_CRAWL__MAX_PAGES": "1000000",
             "TRAWL_CRAWL__MAX_PAGES_PER_HOST": "1000000",
             "TRAWL_CRAWL__MAX_DEPTH": "1000",
-            "PYTHONPATH": str(REPO),
         }
     )
     with tempfile.TemporaryDirectory() as data:
         result, wall, cpu, rss = _timed(
-            [sys.executable, "-m", "api.cli_crawl", "crawl", *site.seeds, "--data", data, "--allow-private",
-             "--delay", "0", "--concurrency", str(concurrency), "--no-progress", "--json"],
+            [
+                sys.executable,
+                "-m",
+                "api.cli_crawl",
+                "crawl",
+                *site.seeds,
+                "--data",
+                data,
+                "--allow-private",
+                "--delay",
+                "0",
+                "--concurrency",
+                str(concurrency),
+                "--no-progress",
+                "--json",
+            ],
             env,
         )
-    return {"pages": result["pages"], "elapsed_s": result["elapsed_s"], "cpu_s": cpu, "rss_mb": rss,
-            "indexed": result["indexed"]}
+    return {
+        "pages": result["pages"],
+        "elapsed_s": result["elapsed_s"],
+        "cpu_s": cpu,
+        "rss_mb": rss,
+        "indexed": result["indexed"],
+    }
 
 
 def run_scrapy(site: BenchSite, concurrency: int) -> dict[str, float]:
     result, wall, cpu, rss = _timed(
-        [str(SCRAPY_PYTHON), str(Path(__file__).parent / "scrapy_peer.py"), "--concurrency", str(concurrency),
-         *site.seeds],
+        [
+            str(SCRAPY_PYTHON),
+            str(Path(__file__).parent / "scrapy_peer.py"),
+            "--concurrency",
+            str(concurrency),
+            *site.seeds,
+        ],
         dict(os.environ),
     )
     return {"pages": result["pages"], "elapsed_s": result["elapsed_s"], "cpu_s": cpu, "rss_mb": rss}
@@ -107,8 +150,10 @@ def extraction(pages: list[bytes], label: str) -> None:
         fingerprints(page.body)
     ours = len(pages) / (time.process_time() - started)
     mb = sum(map(len, pages)) / 1e6
-    print(f"extraction [{label}: {len(pages)} pages, {mb:.1f} MB]: bare selectolax {bare:.0f} pages/s; "
-          f"crawl.extract + dedup fingerprints {ours:.0f} pages/s ({ours / bare:.2f}×)")
+    print(
+        f"extraction [{label}: {len(pages)} pages, {mb:.1f} MB]: bare selectolax {bare:.0f} pages/s; "
+        f"crawl.extract + dedup fingerprints {ours:.0f} pages/s ({ours / bare:.2f}×)"
+    )
 
 
 def main() -> None:
@@ -117,9 +162,12 @@ def main() -> None:
     parser.add_argument("--pages-per-host", type=int, default=250)
     parser.add_argument("--concurrency", type=int, default=16)
     parser.add_argument("--repeat", type=int, default=3)
+    parser.add_argument("--pythonpath", action="append", default=[], help="Extra import path for both.")
+    parser.add_argument("--no-scrapy", action="store_true")
     args = parser.parse_args()
+    EXTRA_PATH.extend(args.pythonpath)
     runners = {"minimal httpx+selectolax": run_minimal, "trawl crawl": run_trawl}
-    if SCRAPY_PYTHON.exists():
+    if SCRAPY_PYTHON.exists() and not args.no_scrapy:
         runners["scrapy"] = run_scrapy
     results: dict[str, list[dict[str, float]]] = {name: [] for name in runners}
     with BenchSite(args.hosts, args.pages_per_host) as site:
@@ -139,7 +187,9 @@ def main() -> None:
         rate = statistics.median(r["pages"] / r["elapsed_s"] for r in runs)
         cpu = statistics.median(r["cpu_s"] * 1000 / r["pages"] for r in runs)
         rss = max(r["rss_mb"] for r in runs)
-        print(f"| {name} | {int(runs[0]['pages'])} | {rate:.0f} | {cpu:.2f} | {rss:.0f} | {rate / base:.2f}× |")
+        print(
+            f"| {name} | {int(runs[0]['pages'])} | {rate:.0f} | {cpu:.2f} | {rss:.0f} | {rate / base:.2f}× |"
+        )
     print()
     extraction(pages[:2000], "benchmark site")
     docs = sorted(glob.glob("/usr/share/doc/python3.11/html/**/*.html", recursive=True))

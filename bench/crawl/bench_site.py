@@ -60,19 +60,26 @@ def _serve(sockets: list[socket.socket], pages: dict[tuple[int, str], bytes], in
             {
                 "type": "http.response.start",
                 "status": status,
-                "headers": [(b"content-type", b"text/html; charset=utf-8"), (b"content-length", str(len(body)).encode())],
+                "headers": [
+                    (b"content-type", b"text/html; charset=utf-8"),
+                    (b"content-length", str(len(body)).encode()),
+                ],
             }
         )
         await send({"type": "http.response.body", "body": body})
 
-    config = uvicorn.Config(app, log_level="error", access_log=False, lifespan="off", http="httptools", loop="uvloop")
+    config = uvicorn.Config(
+        app, log_level="error", access_log=False, lifespan="off", http="httptools", loop="uvloop"
+    )
     uvicorn.Server(config).run(sockets=sockets)
 
 
 class BenchSite:
     """``hosts`` loopback addresses 127.0.0.{first}.. each on its own port, ``workers`` processes."""
 
-    def __init__(self, hosts: int = 20, pages_per_host: int = 250, *, first: int = 21, workers: int = 2) -> None:
+    def __init__(
+        self, hosts: int = 20, pages_per_host: int = 250, *, first: int = 21, workers: int = 2
+    ) -> None:
         self.sockets: list[socket.socket] = []
         for h in range(hosts):
             sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
@@ -86,7 +93,8 @@ class BenchSite:
         self.page_count = hosts * pages_per_host
         ctx = multiprocessing.get_context("fork")
         self.processes = [
-            ctx.Process(target=_serve, args=(self.sockets, self.pages, index), daemon=True) for _ in range(workers)
+            ctx.Process(target=_serve, args=(self.sockets, self.pages, index), daemon=True)
+            for _ in range(workers)
         ]
 
     @property

@@ -77,16 +77,21 @@ class PairedComparison:
             "mean_b": round(self.mean_b, 6),
             "delta": round(self.delta, 6),
             "ci95": [round(self.ci95[0], 6), round(self.ci95[1], 6)],
-            "p_randomization": round(self.p_randomization, 6),
-            "p_ttest": round(self.p_ttest, 6),
+            "p_randomization": _sig(self.p_randomization),
+            "p_ttest": _sig(self.p_ttest),
             "wins": self.wins,
             "ties": self.ties,
             "losses": self.losses,
         }
         if self.p_randomization_holm is not None and self.p_ttest_holm is not None:
-            out["p_randomization_holm"] = round(self.p_randomization_holm, 6)
-            out["p_ttest_holm"] = round(self.p_ttest_holm, 6)
+            out["p_randomization_holm"] = _sig(self.p_randomization_holm)
+            out["p_ttest_holm"] = _sig(self.p_ttest_holm)
         return out
+
+
+def _sig(p: float) -> float:
+    """p-values keep 4 significant digits: a tiny p must not print as 0."""
+    return float(f"{p:.4g}")
 
 
 def paired(

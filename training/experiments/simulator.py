@@ -12,12 +12,12 @@ linearly between the model's values for r = 0 and r = 1.
 
 Sizing: the A/B metrics' per-impression means and variances are exact under the model
 (:func:`exact_moments`); interleaving's, which depend on the team-draft coin flips,
-come from a large simulated pilot. The normal approximation then gives the impressions
-needed for a two-sided α = 0.05 test to reach the requested power, and ``reps``
-simulated experiments at that size check the power empirically. Each simulated A/B
-impression comes from a different user, which is the best case for A/B (real users
-repeat, and their correlation only adds variance), so the reported ratio understates
-interleaving's advantage if anything.
+come from a simulated pilot grown until the effect is known to ±2.5%. The normal
+approximation then gives the impressions needed for a two-sided α = 0.05 test to reach
+the requested power, and ``reps`` simulated experiments at that size check the power
+empirically. Each simulated A/B impression comes from a different user, which is the
+best case for A/B (real users repeat, and their correlation only adds variance), so
+the reported ratio understates interleaving's advantage if anything.
 """
 
 from __future__ import annotations
@@ -223,6 +223,9 @@ class Sizing:
         def r(v: float) -> float:
             return round(v, 6)
 
+        agreeing = [m for m, n in self.ab_impressions.items() if n > 0 and self.ab_agrees[m]]
+        best = min(agreeing, key=lambda m: self.ab_impressions[m], default=None)
+
         return {
             "model": self.model,
             "queries": self.queries,
@@ -240,10 +243,14 @@ class Sizing:
                 "agrees_with_interleaving": self.ab_agrees,
                 "empirical_power": r(self.ab_power_check),
             },
-            "ratio_ab_over_interleaving": r(self.ab_impressions[AB_PRIMARY] / self.interleaving_impressions)
-            if self.ab_impressions[AB_PRIMARY] > 0 and self.interleaving_impressions > 0
-            else None,
+            "ratio_ab_over_interleaving": self._ratio(AB_PRIMARY),
+            "ab_fewest": None if best is None else {"metric": best, "impressions": self.ab_impressions[best]},
+            "ratio_ab_fewest_over_interleaving": None if best is None else self._ratio(best),
         }
+
+    def _ratio(self, metric: str) -> float | None:
+        n_ab, n_i = self.ab_impressions[metric], self.interleaving_impressions
+        return round(n_ab / n_i, 3) if n_ab > 0 and n_i > 0 else None
 
 
 def exact_moments(lists: Lists, model: CascadeModel) -> dict[str, tuple[float, float]]:
@@ -307,6 +314,7 @@ def size_experiment(
     power: float = 0.8,
     alpha: float = 0.05,
     pilot: int = 200_000,
+    max_pilot: int = 4_000_000,
     reps: int = 100,
     max_check_impressions: int = 2_000_000,
     draws: int = 32,
@@ -319,10 +327,18 @@ def size_experiment(
     li = interleaved_lists(runs_a, runs_b, rel, qids, draws=draws, seed=seed)
     z = z_quantile(1 - alpha / 2) + z_quantile(power)
 
-    pilot_i = run_interleaving(li, impressions=pilot, model=model, rng=rng)
-    o = pilot_i.outcomes.astype(np.float64)
-    effect_i = float(o.mean())
-    n_i = _needed(effect_i, float(o.var(ddof=1)), z)
+    # Grow the pilot until the effect is known to ±2.5% (n scales with 1/effect²), or max_pilot.
+    total = total_sq = 0.0
+    seen = 0
+    while True:
+        o = run_interleaving(li, impressions=pilot, model=model, rng=rng).outcomes.astype(np.float64)
+        total, total_sq, seen = total + float(o.sum()), total_sq + float((o * o).sum()), seen + pilot
+        effect_i = total / seen
+        var_i = total_sq / seen - effect_i**2
+        if seen >= max_pilot or (effect_i != 0 and math.sqrt(var_i / seen) <= 0.025 * abs(effect_i)):
+            break
+    n_i = _needed(effect_i, var_i, z)
+    logger.info("interleaving pilot: %d impressions, effect %.5f", seen, effect_i)
 
     effects: dict[str, float] = {}
     needed_ab: dict[str, int] = {}

@@ -40,6 +40,8 @@ def test_interleaving_and_ab_agree_with_the_qrels(eval_dir: Path, exp_data_dir: 
     )
     mrr_a, mrr_b, p = ab.metrics["mrr_clicks"]
     assert mrr_a > mrr_b and p < 0.05
-    sizing = size_experiment(runs_a, runs_b, rel, model=model, pilot=40_000, reps=20, seed=1)
+    sizing = size_experiment(
+        runs_a, runs_b, rel, model=model, pilot=40_000, max_pilot=200_000, reps=20, seed=1
+    )
     assert sizing.interleaving_effect < 0 and sizing.ab_agrees["mrr_clicks"]
     assert 0 < sizing.interleaving_impressions < 2000 and 0 < sizing.ab_impressions["mrr_clicks"] < 4000

@@ -1,0 +1,350 @@
+"""Candidate features: the one implementation used to train, to serve and to log.
+
+Training frames (``training/features.py``), the serving stage (``rerank/ltr.py``) and
+the feature log all call :func:`compute_features`, so a feature can never mean one
+thing offline and another online (training/serving skew). The names and their order
+are fixed by :data:`SCHEMA`; a model records the schema it was trained with and
+refuses to load against another one.
+
+Why these features:
+
+- retrieval scores as the first stage saw them (BM25 overall and per field, cosine,
+  rank in each list, reciprocal-rank fusion) plus their ratio to the best candidate of
+  the same query, which makes them comparable across queries and collections (raw
+  BM25 grows with query length; a model trained on one collection must transfer);
+- text evidence BM25 ignores: which fraction of the query each field covers, quoted
+  phrases and query bigrams found verbatim, the smallest window covering the matched
+  terms (proximity), how much of the title is query;
+- static signals stored per document (PageRank, age, language, duplicate cluster,
+  URL depth, length).
+
+Missing values are NaN (not in the vector list, no date): LightGBM learns a branch
+for them, which is better than inventing a number. Text features read a bounded
+prefix of the body (``FeatureContext.body_chars``) so the cost per candidate is
+bounded: about 15 ms for 200 candidates on a 2-core machine.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+import re
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from urllib.parse import urlsplit
+
+import numpy as np
+from numpy.typing import NDArray
+
+from core.types import DocId, Query
+from retrieval.hybrid import Candidate
+from retrieval.lexical import TEXT_FIELDS, StoredDoc
+from retrieval.tokenizer import ENGLISH_STOPWORDS, MAX_TOKEN_CHARS, analyze, stem
+
+logger = logging.getLogger(__name__)
+
+FIELD_NAMES: tuple[str, ...] = TEXT_FIELDS
+"""title, headings, body, anchors: the fields BM25 is scored on separately."""
+
+SCHEMA: tuple[str, ...] = (
+    # first-stage retrieval
+    "bm25",
+    "bm25_ratio",
+    *(f"bm25_{f}" for f in FIELD_NAMES),
+    "bm25_fields_ratio",
+    "cosine",
+    "cosine_gap",
+    "lexical_rank",
+    "vector_rank",
+    "rrf",
+    # text evidence
+    *(f"coverage_{f}" for f in FIELD_NAMES),
+    "phrase_match",
+    "bigram_match",
+    "min_window",
+    "window_density",
+    "title_match_ratio",
+    # document and query
+    "doc_words",
+    "title_words",
+    "url_depth",
+    "pagerank",
+    "age_days",
+    "lang_match",
+    "dup_cluster_size",
+    "query_terms",
+)
+"""Feature names, in column order. Changing it means retraining every model."""
+
+INDEX: dict[str, int] = {name: i for i, name in enumerate(SCHEMA)}
+RRF_K = 60
+FieldTokens = dict[str, list[str]]
+
+_ASCII_WORD = re.compile(r"[a-z0-9]+")
+_APOSTROPHE_IN_WORD = re.compile(r"(?<=\w)'(?=\w)")
+_TOKEN_CACHE: dict[str, str] = {}
+_TOKEN_CACHE_MAX = 200_000
+_STOP = ""
+
+
+def _token_table(words: list[str]) -> dict[str, str]:
+    """The shared word → stem table (stopwords map to ""), holding every word of ``words``.
+
+    Entries are only ever added, never removed, so concurrent requests can share it;
+    once it is full, a private table serves the rest.
+    """
+    missing = set(words).difference(_TOKEN_CACHE)
+    if not missing:
+        return _TOKEN_CACHE
+    table = _TOKEN_CACHE
+    if len(_TOKEN_CACHE) + len(missing) > _TOKEN_CACHE_MAX:
+        table = {}
+        missing = set(words)
+    for word in missing:
+        if word in ENGLISH_STOPWORDS or len(word) > MAX_TOKEN_CHARS:
+            table[word] = _STOP
+        else:
+            table[word] = stem(word)
+    return table
+
+
+def fast_analyze(text: str) -> list[str]:
+    """Exactly :func:`retrieval.tokenizer.analyze`, 3-5x faster on ASCII text.
+
+    Features tokenize the text of every candidate of every query; for ASCII text the
+    Unicode folding is the identity, so lowercasing plus an ASCII word pattern and a
+    cached stopword+stem table give the same tokens (a test pins the equality).
+    Anything else goes through ``analyze`` itself.
+    """
+    if not text.isascii():
+        return analyze(text)
+    lowered = text.lower()
+    if "'" in lowered:
+        lowered = _APOSTROPHE_IN_WORD.sub("", lowered)
+    words = _ASCII_WORD.findall(lowered)
+    # map/filter stay in C: this line is most of the feature cost.
+    return list(filter(None, map(_token_table(words).__getitem__, words)))
+
+
+@dataclass(frozen=True, slots=True)
+class FeatureContext:
+    """What features depend on beyond the query and the document.
+
+    ``now_s`` is passed in, never read from the clock inside: a logged feature row and
+    its recomputation must agree, and tests must be reproducible.
+    """
+
+    now_s: float | None = None
+    user_lang: str = "en"
+    """Language a query without ``lang:`` is assumed to want."""
+    body_chars: int = 1000
+    """Text features read this many characters of the body (BM25 saw all of it)."""
+    side_chars: int = 600
+    """…and this many of the joined headings and of the joined anchor texts."""
+
+
+@dataclass(frozen=True, slots=True)
+class QueryTerms:
+    """The analysed query, computed once per query rather than once per candidate."""
+
+    terms: tuple[str, ...]
+    """Distinct positive terms, in query order."""
+    bigrams: frozenset[tuple[str, str]]
+    phrases: tuple[tuple[str, ...], ...]
+
+    @classmethod
+    def of(cls, query: Query) -> QueryTerms:
+        sequence = [t for text in query.terms for t in analyze(text)]
+        phrases = tuple(tuple(analyze(p)) for p in query.phrases if analyze(p))
+        for phrase in phrases:
+            sequence.extend(phrase)
+        terms = tuple(dict.fromkeys(sequence))
+        bigrams = {(a, b) for a, b in zip(sequence, sequence[1:], strict=False) if a != b}
+        for phrase in phrases:
+            bigrams.update(zip(phrase, phrase[1:], strict=False))
+        return cls(terms=terms, bigrams=frozenset(bigrams), phrases=phrases)
+
+
+@dataclass(frozen=True, slots=True)
+class FeatureMatrix:
+    """Feature rows of one query's candidates, row ``i`` for ``doc_ids[i]``."""
+
+    doc_ids: tuple[DocId, ...]
+    values: NDArray[np.float64]
+
+    def row(self, doc_id: DocId) -> dict[str, float]:
+        i = self.doc_ids.index(doc_id)
+        return dict(zip(SCHEMA, (float(v) for v in self.values[i]), strict=True))
+
+
+def compute_features(
+    query: Query,
+    candidates: Sequence[Candidate],
+    docs: Mapping[DocId, StoredDoc],
+    *,
+    context: FeatureContext | None = None,
+    terms: QueryTerms | None = None,
+) -> FeatureMatrix:
+    """One row of :data:`SCHEMA` per candidate, in the candidates' order.
+
+    A candidate whose stored document is missing (its shard failed after retrieval)
+    keeps its retrieval features and gets NaN text and document features.
+
+    >>> from core.types import Query
+    >>> m = compute_features(Query("wing", terms=("wing",)), [], {})
+    >>> m.values.shape == (0, len(SCHEMA))
+    True
+    """
+    context = context or FeatureContext()
+    terms = terms or QueryTerms.of(query)
+    out = np.full((len(candidates), len(SCHEMA)), np.nan, dtype=np.float64)
+    if not candidates:
+        return FeatureMatrix((), out)
+    _retrieval_features(candidates, out)
+    query_set = frozenset(terms.terms)
+    for i, candidate in enumerate(candidates):
+        doc = docs.get(candidate.doc_id)
+        if doc is not None:
+            _document_features(query, terms, query_set, doc, context, out[i])
+        out[i, INDEX["query_terms"]] = len(terms.terms)
+    return FeatureMatrix(tuple(c.doc_id for c in candidates), out)
+
+
+def _retrieval_features(candidates: Sequence[Candidate], out: NDArray[np.float64]) -> None:
+    bm25 = np.array([np.nan if c.bm25 is None else c.bm25 for c in candidates], dtype=np.float64)
+    cosine = np.array([np.nan if c.cosine is None else c.cosine for c in candidates], dtype=np.float64)
+    fields = np.array([[c.field_score(f) for f in FIELD_NAMES] for c in candidates], dtype=np.float64)
+    field_sum = fields.sum(axis=1)
+    out[:, INDEX["bm25"]] = bm25
+    out[:, INDEX["bm25_ratio"]] = _ratio_to_best(bm25)
+    for j, name in enumerate(FIELD_NAMES):
+        out[:, INDEX[f"bm25_{name}"]] = fields[:, j]
+    out[:, INDEX["bm25_fields_ratio"]] = _ratio_to_best(field_sum)
+    out[:, INDEX["cosine"]] = cosine
+    if not np.all(np.isnan(cosine)):
+        out[:, INDEX["cosine_gap"]] = cosine - np.nanmax(cosine)
+    for i, c in enumerate(candidates):
+        out[i, INDEX["lexical_rank"]] = np.nan if c.lexical_rank is None else c.lexical_rank
+        out[i, INDEX["vector_rank"]] = np.nan if c.vector_rank is None else c.vector_rank
+        rrf = 0.0
+        if c.lexical_rank is not None:
+            rrf += 1.0 / (RRF_K + c.lexical_rank)
+        if c.vector_rank is not None:
+            rrf += 1.0 / (RRF_K + c.vector_rank)
+        out[i, INDEX["rrf"]] = rrf
+
+
+def _ratio_to_best(values: NDArray[np.float64]) -> NDArray[np.float64]:
+    """``value / max`` over the query's candidates (NaN stays NaN; all-zero gives 0)."""
+    if np.all(np.isnan(values)):
+        return values.copy()
+    best = float(np.nanmax(values))
+    if best <= 0.0:
+        return np.where(np.isnan(values), np.nan, 0.0)
+    return values / best
+
+
+def _document_features(
+    query: Query,
+    terms: QueryTerms,
+    query_set: frozenset[str],
+    doc: StoredDoc,
+    context: FeatureContext,
+    row: NDArray[np.float64],
+) -> None:
+    tokens: FieldTokens = {
+        "title": fast_analyze(doc.title),
+        "headings": fast_analyze(" ".join(doc.headings)[: context.side_chars]),
+        "body": fast_analyze(doc.body[: context.body_chars]),
+        "anchors": fast_analyze(" ".join(doc.anchors)[: context.side_chars]),
+    }
+    n_terms = len(terms.terms)
+    for name in FIELD_NAMES:
+        present = query_set.intersection(tokens[name])
+        row[INDEX[f"coverage_{name}"]] = len(present) / n_terms if n_terms else 0.0
+    text = tokens["title"] + tokens["body"]
+    if terms.phrases:
+        row[INDEX["phrase_match"]] = sum(_contains(text, p) for p in terms.phrases) / len(terms.phrases)
+    if terms.bigrams:
+        pairs = set(zip(text, text[1:], strict=False))
+        row[INDEX["bigram_match"]] = len(terms.bigrams & pairs) / len(terms.bigrams)
+    window, matched = min_window(text, query_set)
+    if matched >= 2:
+        row[INDEX["min_window"]] = window
+        row[INDEX["window_density"]] = matched / window
+    title = tokens["title"]
+    row[INDEX["title_match_ratio"]] = sum(t in query_set for t in title) / len(title) if title else 0.0
+    row[INDEX["doc_words"]] = doc.body.count(" ") + 1 if doc.body else 0
+    row[INDEX["title_words"]] = len(title)
+    row[INDEX["url_depth"]] = url_depth(doc.url)
+    row[INDEX["pagerank"]] = doc.pagerank
+    row[INDEX["age_days"]] = age_days(doc, context.now_s)
+    row[INDEX["lang_match"]] = lang_match(query.lang or context.user_lang, doc.lang)
+    row[INDEX["dup_cluster_size"]] = doc.dup_cluster_size
+
+
+def _contains(tokens: Sequence[str], phrase: Sequence[str]) -> bool:
+    n = len(phrase)
+    first = phrase[0]
+    return any(
+        tokens[i] == first and tuple(tokens[i : i + n]) == tuple(phrase) for i in range(len(tokens) - n + 1)
+    )
+
+
+def min_window(tokens: Sequence[str], wanted: frozenset[str]) -> tuple[int, int]:
+    """(length of the smallest span covering every wanted term the text has, how many it has).
+
+    Two pointers over the positions of wanted terms: O(len(tokens)).
+
+    >>> min_window(["a", "x", "b", "a", "c", "b"], frozenset({"a", "b", "z"}))
+    (2, 2)
+    """
+    positions = [(i, t) for i, t in enumerate(tokens) if t in wanted]
+    need = len({t for _, t in positions})
+    if need == 0:
+        return 0, 0
+    counts: dict[str, int] = {}
+    have = 0
+    best = len(tokens)
+    left = 0
+    for pos, term in positions:
+        counts[term] = counts.get(term, 0) + 1
+        if counts[term] == 1:
+            have += 1
+        while have == need:
+            start = positions[left][0]
+            best = min(best, pos - start + 1)
+            left_term = positions[left][1]
+            counts[left_term] -= 1
+            if counts[left_term] == 0:
+                have -= 1
+            left += 1
+    return best, need
+
+
+def url_depth(url: str) -> int:
+    """Path segments of a URL: ``https://a.org/`` is 0, ``https://a.org/x/y.html`` is 2.
+
+    String operations rather than ``urlsplit``: this runs for every candidate.
+    """
+    rest = url.split("://", 1)[-1]
+    slash = rest.find("/")
+    if slash < 0:
+        return 0
+    path = rest[slash:].split("?", 1)[0].split("#", 1)[0].strip("/")
+    return path.count("/") + 1 if path else 0
+
+
+def age_days(doc: StoredDoc, now_s: float | None) -> float:
+    """Days since the page was published (else fetched); NaN when unknown."""
+    when = doc.published_at if doc.published_at is not None else doc.fetched_at
+    if when is None or now_s is None:
+        return math.nan
+    return max(0.0, (now_s - when) / 86_400.0)
+
+
+def lang_match(wanted: str, doc_lang: str) -> float:
+    """1 when the document's primary language is the wanted one, 0 when not, NaN unknown."""
+    if not doc_lang or not wanted:
+        return math.nan
+    return 1.0 if doc_lang.lower().split("-", 1)[0] == wanted.lower().split("-", 1)[0] else 0.0

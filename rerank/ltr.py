@@ -1,0 +1,209 @@
+"""The LightGBM scorer and the serving ``ltr`` stage.
+
+A model is a directory: ``model.txt`` (LightGBM's own text format, no pickle) and
+``card.json`` (what it was trained on, with which features and parameters, its
+cross-validated metrics, when, and from which code). Loading checks the card's feature
+list against :data:`rerank.features.SCHEMA`: a model silently reading columns in
+another order would rank nonsense without any error.
+
+The stage fetches the candidates' stored documents, computes features with the same
+function training used, scores, and sorts. With ``explain`` it returns each hit's
+feature values and their contributions (LightGBM ``pred_contrib``: SHAP values that
+sum, with the bias, to the score). It can log the exact rows it scored
+(:mod:`rerank.feature_log`) so training sets can be built from live traffic without
+recomputing anything differently.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import logging
+import math
+import shutil
+import tempfile
+import time
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Self
+
+import lightgbm as lgb
+import numpy as np
+from numpy.typing import NDArray
+
+from core.errors import ModelLoadError
+from core.types import DocId, Query, ScoredDoc
+from rerank.feature_log import FeatureLogger
+from rerank.features import SCHEMA, FeatureContext, compute_features
+from retrieval.hybrid import Candidate
+from retrieval.ranking import RankContext, RankOutput
+
+logger = logging.getLogger(__name__)
+
+MODEL_FILE = "model.txt"
+CARD_FILE = "card.json"
+CARD_FORMAT = "trawl-ltr"
+CARD_VERSION = 1
+
+
+@dataclass(frozen=True, slots=True)
+class LtrModel:
+    """A trained LightGBM ranker plus its card."""
+
+    booster: lgb.Booster
+    features: tuple[str, ...]
+    card: Mapping[str, Any] = field(default_factory=dict)
+
+    @property
+    def model_id(self) -> str:
+        """Name and content hash: what logs and reports record."""
+        return str(self.card.get("model_id") or model_id_of(self.booster, str(self.card.get("name", "ltr"))))
+
+    def score(self, values: NDArray[np.float64]) -> NDArray[np.float64]:
+        if values.shape[0] == 0:
+            return np.zeros(0)
+        return np.asarray(self.booster.predict(values, num_threads=1), dtype=np.float64)
+
+    def contributions(self, values: NDArray[np.float64]) -> NDArray[np.float64]:
+        """Per-feature contributions, one column per feature plus the bias last."""
+        if values.shape[0] == 0:
+            return np.zeros((0, len(self.features) + 1))
+        return np.asarray(self.booster.predict(values, pred_contrib=True, num_threads=1), dtype=np.float64)
+
+    def save(self, directory: Path) -> Path:
+        """Write ``model.txt`` and ``card.json`` into a temporary directory, then rename."""
+        directory = Path(directory)
+        directory.parent.mkdir(parents=True, exist_ok=True)
+        tmp = Path(tempfile.mkdtemp(prefix=f".{directory.name}-", dir=directory.parent))
+        try:
+            self.booster.save_model(str(tmp / MODEL_FILE))
+            card = dict(self.card)
+            card.update(
+                format=CARD_FORMAT,
+                format_version=CARD_VERSION,
+                features=list(self.features),
+                model_id=self.model_id,
+            )
+            (tmp / CARD_FILE).write_text(json.dumps(card, indent=2, sort_keys=True) + "\n")
+            if directory.exists():
+                shutil.rmtree(directory)
+            tmp.replace(directory)
+        except BaseException:
+            shutil.rmtree(tmp, ignore_errors=True)
+            raise
+        return directory
+
+    @classmethod
+    def load(cls, directory: Path) -> Self:
+        directory = Path(directory)
+        card_path = directory / CARD_FILE
+        if not card_path.exists() or not (directory / MODEL_FILE).exists():
+            raise ModelLoadError(
+                str(directory), f"expected {MODEL_FILE} and {CARD_FILE}; train one with `trawl train ltr`"
+            )
+        try:
+            card = json.loads(card_path.read_text())
+        except json.JSONDecodeError as exc:
+            raise ModelLoadError(str(directory), f"{CARD_FILE} is not JSON: {exc}") from exc
+        if card.get("format") != CARD_FORMAT or card.get("format_version") != CARD_VERSION:
+            raise ModelLoadError(
+                str(directory),
+                f"card format {card.get('format')!r} v{card.get('format_version')}, "
+                f"expected {CARD_FORMAT!r} v{CARD_VERSION}",
+            )
+        features = tuple(card.get("features", ()))
+        if features != SCHEMA:
+            raise ModelLoadError(
+                str(directory),
+                "it was trained on a different feature schema "
+                f"({len(features)} features, this code has {len(SCHEMA)}); retrain it with `trawl train ltr`",
+            )
+        booster = lgb.Booster(model_file=str(directory / MODEL_FILE))
+        if booster.num_feature() != len(SCHEMA):
+            raise ModelLoadError(str(directory), f"model has {booster.num_feature()} features, card {len(SCHEMA)}")
+        return cls(booster=booster, features=features, card=card)
+
+
+def model_id_of(booster: lgb.Booster, name: str) -> str:
+    text = booster.model_to_string()
+    return f"{name}-{hashlib.blake2b(text.encode(), digest_size=6).hexdigest()}"
+
+
+def _finite(value: float) -> float | None:
+    """JSON has no NaN: a missing feature is reported as null."""
+    return None if math.isnan(value) else round(value, 6)
+
+
+def explain_rows(
+    model: LtrModel, doc_ids: Sequence[DocId], values: NDArray[np.float64], scores: NDArray[np.float64]
+) -> dict[DocId, dict[str, Any]]:
+    """Feature values and contributions of each document (the bias is the model's base score)."""
+    contrib = model.contributions(values)
+    out: dict[DocId, dict[str, Any]] = {}
+    for i, doc_id in enumerate(doc_ids):
+        out[doc_id] = {
+            "ltr": {
+                "model": model.model_id,
+                "score": float(scores[i]),
+                "bias": float(contrib[i, -1]),
+                "features": {n: _finite(float(v)) for n, v in zip(model.features, values[i], strict=True)},
+                "contributions": {
+                    n: float(c) for n, c in zip(model.features, contrib[i, :-1], strict=True) if c != 0.0
+                },
+            }
+        }
+    return out
+
+
+class LtrStage:
+    """Serving stage: features → LightGBM score → order, with explain and feature logging.
+
+    ``needs_vector`` is True by default (the model was trained with cosine features);
+    it can be turned off to serve a lexical-only index, where cosine features are NaN.
+    """
+
+    with_fields = True
+
+    def __init__(
+        self,
+        model: LtrModel,
+        *,
+        name: str = "ltr",
+        needs_vector: bool = True,
+        feature_log: FeatureLogger | None = None,
+        user_lang: str = "en",
+        clock: Callable[[], float] = time.time,
+    ) -> None:
+        self.model = model
+        self.name = name
+        self.needs_vector = needs_vector
+        self.feature_log = feature_log
+        self.user_lang = user_lang
+        self.clock = clock
+
+    def rank(
+        self, query: Query, candidates: Sequence[Candidate], *, explain: bool, context: RankContext
+    ) -> RankOutput:
+        if not candidates:
+            return RankOutput([])
+        docs = context.fetch(candidates)
+        now_s = self.clock()
+        matrix = compute_features(
+            query, candidates, docs, context=FeatureContext(now_s=now_s, user_lang=self.user_lang)
+        )
+        scores = self.model.score(matrix.values)
+        order = sorted(range(len(candidates)), key=lambda i: (-scores[i], matrix.doc_ids[i]))
+        ranked = [ScoredDoc(matrix.doc_ids[i], float(scores[i])) for i in order]
+        info = explain_rows(self.model, matrix.doc_ids, matrix.values, scores) if explain else {}
+        if self.feature_log is not None and self.feature_log.should_log():
+            self.feature_log.log(
+                query=query,
+                doc_ids=matrix.doc_ids,
+                values=matrix.values,
+                scores=scores,
+                model_id=self.model.model_id,
+                generation=context.generation,
+                now_s=now_s,
+            )
+        return RankOutput(ranked, info)

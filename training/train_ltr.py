@@ -1,0 +1,299 @@
+"""LightGBM lambdarank training with k-fold cross-validation by query, and the model card.
+
+Why by query: rows of one query are strongly correlated (same query terms, same
+judgments); splitting rows would let a model see a query's judgments and then be
+scored on it. Every split here is a partition of *query ids*.
+
+Each fold ``f`` of ``k``: the test part is fold ``f``; the validation part (early
+stopping) is fold ``f + 1``; the model trains on the remaining ``k - 2`` folds. So the
+queries a fold's model is scored on never trained it nor chose its number of rounds.
+Across folds every query is scored exactly once, by a model that never saw it: the
+"held-out folds" run the harness reports. The deployable model is then trained on all
+queries with the mean best number of rounds of the folds.
+
+The model card (``card.json``) records data, features, parameters, per-fold metrics,
+date and code version (git revision, with ``+dirty`` when the tree has changes).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import datetime as dt
+import logging
+import random
+import subprocess
+import time
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import lightgbm as lgb
+import numpy as np
+import polars as pl
+
+from core.errors import ConfigError
+from core.types import DocId
+from rerank.features import SCHEMA
+from rerank.ltr import LtrModel, model_id_of
+from training.metrics import METRICS, evaluate_run
+
+logger = logging.getLogger(__name__)
+
+DEFAULT_FOLDS = 5
+ProgressFn = Callable[[str, int, int], None]
+"""(what, done, total)."""
+FullQrels = Mapping[str, Mapping[str, int]]
+"""qid → str(doc_id) → grade: every judgment, including documents not among the candidates."""
+
+
+@dataclass(frozen=True, slots=True)
+class LtrParams:
+    """LightGBM parameters; small trees and strong regularisation suit a few hundred queries."""
+
+    learning_rate: float = 0.03
+    num_leaves: int = 15
+    min_data_in_leaf: int = 50
+    feature_fraction: float = 0.7
+    bagging_fraction: float = 0.8
+    bagging_freq: int = 1
+    lambda_l2: float = 10.0
+    max_rounds: int = 1000
+    early_stopping_rounds: int = 100
+    truncation_level: int = 20
+    eval_at: int = 10
+    threads: int = 2
+    seed: int = 0
+
+    def lightgbm(self) -> dict[str, Any]:
+        return {
+            "objective": "lambdarank",
+            "metric": "ndcg",
+            "eval_at": [self.eval_at],
+            "learning_rate": self.learning_rate,
+            "num_leaves": self.num_leaves,
+            "min_data_in_leaf": self.min_data_in_leaf,
+            "feature_fraction": self.feature_fraction,
+            "bagging_fraction": self.bagging_fraction,
+            "bagging_freq": self.bagging_freq,
+            "lambda_l2": self.lambda_l2,
+            "lambdarank_truncation_level": self.truncation_level,
+            "num_threads": self.threads,
+            "seed": self.seed,
+            "deterministic": True,
+            "force_row_wise": True,
+            "verbosity": -1,
+        }
+
+
+@dataclass(frozen=True, slots=True)
+class Split:
+    """One fold: which queries train, which stop training early, which are scored."""
+
+    fold: int
+    train: tuple[str, ...]
+    valid: tuple[str, ...]
+    test: tuple[str, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class FoldReport:
+    fold: int
+    train_queries: int
+    valid_queries: int
+    test_queries: int
+    best_iteration: int
+    metrics: dict[str, float]
+
+
+@dataclass
+class CvResult:
+    folds: list[FoldReport]
+    scores: dict[str, dict[DocId, float]] = field(default_factory=dict)
+    """qid → doc id → score from the model of the fold that held the query out."""
+    seconds: float = 0.0
+
+    def means(self) -> dict[str, float]:
+        """Query-weighted means over the test folds."""
+        total = sum(f.test_queries for f in self.folds) or 1
+        return {m: sum(f.metrics[m] * f.test_queries for f in self.folds) / total for m in METRICS}
+
+
+def query_folds(qids: Sequence[str], k: int = DEFAULT_FOLDS, *, seed: int = 0) -> dict[str, int]:
+    """Deterministic shuffled assignment of query ids to ``k`` folds (sizes differ by ≤ 1)."""
+    order = sorted(set(qids))
+    random.Random(seed).shuffle(order)
+    return {qid: i % k for i, qid in enumerate(order)}
+
+
+def cv_splits(qids: Sequence[str], k: int = DEFAULT_FOLDS, *, seed: int = 0) -> list[Split]:
+    """k splits; test = fold f, validation = fold f+1, train = the rest (needs k ≥ 3)."""
+    if k < 3:
+        raise ConfigError(f"folds={k}: need at least 3 (train, validation and test parts).")
+    fold = query_folds(qids, k, seed=seed)
+    ordered = sorted(fold)
+    splits = []
+    for f in range(k):
+        valid_fold = (f + 1) % k
+        splits.append(
+            Split(
+                fold=f,
+                train=tuple(q for q in ordered if fold[q] not in (f, valid_fold)),
+                valid=tuple(q for q in ordered if fold[q] == valid_fold),
+                test=tuple(q for q in ordered if fold[q] == f),
+            )
+        )
+    return splits
+
+
+def _dataset(frame: pl.DataFrame, qids: Sequence[str], *, reference: lgb.Dataset | None = None) -> lgb.Dataset:
+    part = frame.filter(pl.col("qid").is_in(list(qids))).sort("qid", maintain_order=True)
+    groups = part.group_by("qid", maintain_order=True).len()["len"].to_numpy()
+    return lgb.Dataset(
+        part.select(SCHEMA).to_numpy(),
+        label=part["label"].to_numpy(),
+        group=groups,
+        feature_name=list(SCHEMA),
+        reference=reference,
+        free_raw_data=False,
+        params={"verbosity": -1},
+    )
+
+
+def train_booster(
+    frame: pl.DataFrame,
+    train: Sequence[str],
+    valid: Sequence[str] | None,
+    params: LtrParams,
+    *,
+    rounds: int | None = None,
+) -> tuple[lgb.Booster, int]:
+    """Train on ``train`` queries; early-stop on ``valid`` ones (or run ``rounds`` rounds)."""
+    train_set = _dataset(frame, train)
+    if valid:
+        valid_set = _dataset(frame, valid, reference=train_set)
+        booster = lgb.train(
+            params.lightgbm(),
+            train_set,
+            num_boost_round=params.max_rounds,
+            valid_sets=[valid_set],
+            valid_names=["valid"],
+            callbacks=[lgb.early_stopping(params.early_stopping_rounds, verbose=False)],
+        )
+        best = int(booster.best_iteration or params.max_rounds)
+        return booster, best
+    n = rounds or params.max_rounds
+    return lgb.train(params.lightgbm(), train_set, num_boost_round=n), n
+
+
+def score_frame(frame: pl.DataFrame, predict: Callable[[np.ndarray], np.ndarray]) -> dict[str, dict[DocId, float]]:
+    """qid → doc id → score for every row of ``frame``."""
+    values = predict(frame.select(SCHEMA).to_numpy())
+    out: dict[str, dict[DocId, float]] = {}
+    for qid, doc_id, score in zip(frame["qid"].to_list(), frame["doc_id"].to_list(), values, strict=True):
+        out.setdefault(qid, {})[DocId(int(doc_id))] = float(score)
+    return out
+
+
+def metrics_of(scores: Mapping[str, Mapping[DocId, float]], qrels: FullQrels, qids: Sequence[str]) -> dict[str, float]:
+    run = {q: {str(d): s for d, s in scores.get(q, {}).items()} for q in qids}
+    return evaluate_run(run, {q: qrels.get(q, {}) for q in qids}).means
+
+
+def cross_validate(
+    frame: pl.DataFrame,
+    qrels: FullQrels,
+    params: LtrParams,
+    *,
+    folds: int = DEFAULT_FOLDS,
+    seed: int = 0,
+    on_progress: ProgressFn | None = None,
+) -> CvResult:
+    """k-fold CV by query: each query scored only by the model of the fold that held it out."""
+    started = time.perf_counter()
+    qids = list(dict.fromkeys(frame["qid"].to_list()))
+    qids = [q for q in qids if qrels.get(q)]
+    result = CvResult(folds=[])
+    for split in cv_splits(qids, folds, seed=seed):
+        booster, best = train_booster(frame, split.train, split.valid, params)
+        test = frame.filter(pl.col("qid").is_in(list(split.test)))
+        scores = score_frame(test, lambda x, b=booster, n=best: b.predict(x, num_iteration=n))
+        result.scores.update(scores)
+        metrics = metrics_of(scores, qrels, split.test)
+        result.folds.append(
+            FoldReport(split.fold, len(split.train), len(split.valid), len(split.test), best, metrics)
+        )
+        logger.info("fold %d: best iteration %d, nDCG@10 %.4f", split.fold, best, metrics["ndcg@10"])
+        if on_progress is not None:
+            on_progress("cross-validation", split.fold + 1, folds)
+    result.seconds = time.perf_counter() - started
+    return result
+
+
+def code_version() -> str:
+    """The git revision of this checkout, ``+dirty`` when it has uncommitted changes."""
+    root = Path(__file__).resolve().parent.parent
+    try:
+        rev = subprocess.run(
+            ["git", "rev-parse", "--short=12", "HEAD"], cwd=root, capture_output=True, text=True, check=True
+        ).stdout.strip()
+        dirty = subprocess.run(
+            ["git", "status", "--porcelain"], cwd=root, capture_output=True, text=True, check=True
+        ).stdout.strip()
+    except (OSError, subprocess.CalledProcessError):
+        return "unknown"
+    return rev + ("+dirty" if dirty else "")
+
+
+def train_ltr(
+    frame: pl.DataFrame,
+    qrels: FullQrels,
+    *,
+    name: str,
+    data: Sequence[Mapping[str, Any]],
+    params: LtrParams | None = None,
+    folds: int = DEFAULT_FOLDS,
+    seed: int = 0,
+    on_progress: ProgressFn | None = None,
+) -> tuple[LtrModel, CvResult]:
+    """Cross-validate, then train the deployable model on every query; returns it with its card."""
+    params = params or LtrParams()
+    started = time.perf_counter()
+    cv = cross_validate(frame, qrels, params, folds=folds, seed=seed, on_progress=on_progress)
+    rounds = max(1, round(float(np.mean([f.best_iteration for f in cv.folds]))))
+    qids = [q for q in dict.fromkeys(frame["qid"].to_list()) if qrels.get(q)]
+    booster, _ = train_booster(frame, qids, None, params, rounds=rounds)
+    if on_progress is not None:
+        on_progress("final model", 1, 1)
+    card = {
+        "name": name,
+        "model_id": model_id_of(booster, name),
+        "created_at": dt.datetime.now(dt.UTC).isoformat(timespec="seconds"),
+        "code_version": code_version(),
+        "lightgbm_version": lgb.__version__,
+        "data": list(data),
+        "rows": frame.height,
+        "queries": len(qids),
+        "params": dataclasses.asdict(params),
+        "lightgbm_params": params.lightgbm(),
+        "num_boost_round": rounds,
+        "cv": {
+            "folds": folds,
+            "seed": seed,
+            "split": "by query: test = fold f, early-stopping validation = fold f+1, train = the rest",
+            "per_fold": [dataclasses.asdict(f) for f in cv.folds],
+            "means": cv.means(),
+        },
+        "training_seconds": round(time.perf_counter() - started, 2),
+    }
+    model = LtrModel(booster=booster, features=SCHEMA, card=card)
+    return model, cv
+
+
+def save_frame(frame: pl.DataFrame, path: Path) -> Path:
+    """Write a training frame as Parquet so the run can be reproduced from it."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_suffix(".parquet.tmp")
+    frame.write_parquet(tmp)
+    tmp.replace(path)
+    return path
