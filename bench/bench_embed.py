@@ -6,9 +6,12 @@ Both sides embed the same passages (title + 160-word windows) at the same
 max_seq_length and batch size in the same process:
 
 - peer: ``SentenceTransformer.encode`` in fp32, nothing else;
-- ours: the backfill job (``retrieval.backfill.backfill_index``) on a fresh copy of
-  the dataset's evaluation index: Embedder with the precision it picks for this CPU,
-  chunk files, checkpoints and the HNSW build included.
+- ours: the backfill job (``retrieval.backfill.backfill_index``) on a fresh index of
+  the same documents: Embedder with the precision it picks for this CPU, chunk
+  files, checkpoints and the HNSW build included.
+
+The documents are split into rounds that alternate peer-first and ours-first, so a
+machine shared with other jobs slows both sides alike (the ratio is what to carry).
 
 Then: the dense nDCG@10 (exact search) of both vector sets, their cosine agreement,
 query encoding latency, and HNSW latency/recall@10 against exact numpy search at a
@@ -19,7 +22,6 @@ from __future__ import annotations
 
 import argparse
 import os
-import shutil
 import statistics
 import sys
 import tempfile
@@ -33,11 +35,12 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 import numpy as np  # noqa: E402
 
 from core.settings import Settings  # noqa: E402
-from retrieval.backfill import backfill_index, open_vector_shard  # noqa: E402
+from retrieval.backfill import ChunkStore, backfill_index, version_dir  # noqa: E402
+from retrieval.build import build_index  # noqa: E402
 from retrieval.embed import Embedder, normalize  # noqa: E402
 from retrieval.vector import VectorShard  # noqa: E402
 from training.datasets import BeirDataset  # noqa: E402
-from training.evaluate import cached_index, parse_queries  # noqa: E402
+from training.evaluate import parse_queries  # noqa: E402
 from training.metrics import evaluate_run  # noqa: E402
 from training.rankers_dense import query_text  # noqa: E402
 
@@ -63,12 +66,12 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--dataset", type=Path, default=Path("../shared/data/eval/cranfield"))
     parser.add_argument("--limit", type=int, default=0, help="Use only the first N documents (0: all).")
+    parser.add_argument("--rounds", type=int, default=4, help="Interleaved peer/ours rounds.")
     args = parser.parse_args()
 
     settings = Settings()
     s = settings.embed
     dataset = BeirDataset.open(args.dataset)
-    index_dir, _ = cached_index(dataset, settings)
     embedder = Embedder.from_settings(s)
     docs = list(dataset.iter_documents())
     if args.limit:
@@ -84,31 +87,49 @@ def main() -> None:
         f"batch {s.batch_size}, torch threads {os.cpu_count()}, precision picked: {embedder.precision}"
     )
 
-    # -- peer: bare fp32 SentenceTransformer.encode ------------------------------------------
+    # -- throughput, interleaved rounds so that load from other processes hits both sides --------
     from sentence_transformers import SentenceTransformer
 
     peer = SentenceTransformer(str(embedder.model_path), device="cpu", local_files_only=True)
     peer.max_seq_length = s.max_seq_length
     peer.encode(texts[:32], batch_size=s.batch_size)  # warm-up
-    started = time.perf_counter()
-    peer_vectors = normalize(peer.encode(texts, batch_size=s.batch_size, normalize_embeddings=True))
-    peer_s = time.perf_counter() - started
-
-    # -- ours: the backfill job on a fresh copy of the index ----------------------------------
+    embedder.encode(texts[:32])  # warm-up
+    peer_s = ours_s = 0.0
+    peer_parts: list[np.ndarray] = []
+    ours = VectorShard.from_settings(s, dim=embedder.dim, model_id=embedder.model_id, capacity=len(texts))
+    ours_rows = 0
+    size = -(-len(docs) // args.rounds)
     with tempfile.TemporaryDirectory() as tmp:
-        work = Path(tmp) / "index"
-        shutil.copytree(index_dir, work, ignore=shutil.ignore_patterns("vector"))
-        if args.limit:
-            from retrieval.build import build_index
+        for r in range(args.rounds):
+            part = docs[r * size : (r + 1) * size]
+            part_texts = [p for d in part for p in embedder.passages(d.title, d.body)]
+            work = Path(tmp) / f"round-{r}"
+            build_index(part, work)  # not timed: the lexical index exists before a backfill
 
-            shutil.rmtree(work)
-            build_index(docs, work)
-        embedder.encode(texts[:32])  # warm-up, as for the peer
-        started = time.perf_counter()
-        report = backfill_index(work, embedder, s)
-        ours_s = time.perf_counter() - started
-        ours = open_vector_shard(work, 0, model_id=embedder.model_id)
+            def run_peer(part_texts: list[str] = part_texts) -> float:
+                started = time.perf_counter()
+                peer_parts.append(
+                    normalize(peer.encode(part_texts, batch_size=s.batch_size, normalize_embeddings=True))
+                )
+                return time.perf_counter() - started
 
+            def run_ours(work: Path = work) -> float:
+                started = time.perf_counter()
+                backfill_index(work, embedder, s)
+                return time.perf_counter() - started
+
+            if r % 2 == 0:
+                peer_s += run_peer()
+                ours_s += run_ours()
+            else:
+                ours_s += run_ours()
+                peer_s += run_peer()
+            store = ChunkStore(version_dir(work, 0, embedder.model_id) / "chunks", embedder.model_id)
+            for name in store.chunks:
+                _, chunk_rows, chunk_vectors = store.read(name)
+                ours.add(chunk_rows, chunk_vectors)
+                ours_rows += len(chunk_rows)
+    peer_vectors = np.concatenate(peer_parts)
     peer_shard = VectorShard.from_settings(s, dim=embedder.dim, model_id="peer-fp32", capacity=len(texts))
     peer_shard.add(np.asarray(rows, dtype=np.int64), peer_vectors)
     ours_vectors = embedder.encode(texts)
@@ -123,7 +144,8 @@ def main() -> None:
     ndcg_ours = dense_ndcg(dataset, ours, ours_q, qids)
 
     n = len(docs)
-    print("\n| embedder | seconds | docs/s | passages/s | x peer | dense nDCG@10 (exact) |")
+    print(f"\n{args.rounds} interleaved rounds; ours = the whole backfill job (chunks, checkpoints, HNSW)")
+    print("| embedder | seconds | docs/s | passages/s | x peer | dense nDCG@10 (exact) |")
     print("|---|---|---|---|---|---|")
     print(
         f"| peer: SentenceTransformer.encode fp32 | {peer_s:.1f} | {n / peer_s:.1f} | "
@@ -131,24 +153,27 @@ def main() -> None:
     )
     print(
         f"| ours: backfill job ({embedder.precision}) | {ours_s:.1f} | {n / ours_s:.1f} | "
-        f"{report.rows / ours_s:.1f} | {peer_s / ours_s:.2f} | {ndcg_ours:.4f} |"
+        f"{ours_rows / ours_s:.1f} | {peer_s / ours_s:.2f} | {ndcg_ours:.4f} |"
     )
     print(f"cosine ours vs peer over passages: mean {cosines.mean():.5f}, min {cosines.min():.5f}")
 
-    # -- query encoding latency (cache bypassed) ----------------------------------------------
-    for name, fn in (
+    # -- query encoding latency (cache bypassed), interleaved query by query --------------------
+    peer.encode([qtexts[0]], normalize_embeddings=True)
+    embedder.encode([qtexts[0]])
+    times: dict[str, list[float]] = {"peer fp32": [], f"ours {embedder.precision}": []}
+    fns = (
         ("peer fp32", lambda t: peer.encode([t], normalize_embeddings=True)),
         (f"ours {embedder.precision}", lambda t: embedder.encode([t])),
-    ):
-        fn(qtexts[0])
-        times = []
-        for t in qtexts:
+    )
+    for i, t in enumerate(qtexts):
+        for name, fn in fns if i % 2 == 0 else fns[::-1]:
             started = time.perf_counter()
             fn(t)
-            times.append((time.perf_counter() - started) * 1000)
+            times[name].append((time.perf_counter() - started) * 1000)
+    for name, values in times.items():
         print(
-            f"query encode {name}: mean {statistics.mean(times):.1f} ms, p50 {percentile(times, 50):.1f}, "
-            f"p99 {percentile(times, 99):.1f} ({len(times)} queries)"
+            f"query encode {name}: mean {statistics.mean(values):.1f} ms, p50 {percentile(values, 50):.1f}, "
+            f"p99 {percentile(values, 99):.1f} ({len(values)} queries)"
         )
 
     # -- HNSW vs exact --------------------------------------------------------------------------

@@ -24,6 +24,7 @@ import asyncio
 import logging
 import time
 from collections.abc import Sequence
+from dataclasses import replace
 from email.utils import parsedate_to_datetime
 from pathlib import Path
 
@@ -382,58 +383,42 @@ class Crawler:
             )
         return ok
 
-    def _handle_response(self, lease: Lease, result: FetchResult, feedback: Feedback) -> UrlUpdate:
+    def _handle_response(self, lease: Lease, result: FetchResult) -> UrlUpdate:
         url = lease.url
         status = result.status
         now = time.time()
-        common = {
-            "http_status": status,
-            "fetched": True,
-            "last_fetch": now,
-            "bytes": len(result.body),
-            "elapsed_s": result.elapsed_s,
-        }
         if status == 429 or status >= 500:
-            update = self._retry_or_fail(lease, f"http {status}", status)
-            return update
+            return self._retry_or_fail(lease, f"http {status}", status)
+        fetched = UrlUpdate(
+            url, "done", "", status, fetched=True, last_fetch=now, bytes=len(result.body),
+            elapsed_s=result.elapsed_s,
+        )  # fmt: skip
         if result.redirect_to:
             target = result.redirect_to
-            reason = self.scope.out_of_scope_reason(target, lease.depth)
-            if not reason and result.redirects <= self.settings.max_redirects:
-                assert self._frontier is not None
-                self._frontier.add(
+            if self.scope.contains(target, lease.depth) and result.redirects <= self.settings.max_redirects:
+                self._add(
                     NewUrl(
-                        target,
-                        host_of(target),
-                        lease.depth,
-                        lease.priority,
-                        kind=lease.kind,
-                        parent=url,
+                        target, host_of(target), lease.depth, lease.priority, kind=lease.kind, parent=url,
                         redirects=result.redirects,
                     )
-                )
-            return UrlUpdate(url, "done", "redirect", dup_of=target, **common)  # type: ignore[arg-type]
+                )  # fmt: skip
+            return replace(fetched, outcome="redirect", dup_of=target)
         if lease.kind == "sitemap":
-            return self._handle_sitemap(lease, result, common)
-        schedule = self._schedule(lease, changed=status != 304, now=now)
+            return self._handle_sitemap(lease, result, fetched)
         if status == 304:
-            return UrlUpdate(
-                url,
-                "done",
-                "not modified",
+            return replace(
+                self._scheduled(fetched, lease, changed=False),
+                outcome="not modified",
                 etag=result.headers.get("etag", lease.etag),
                 last_modified=result.headers.get("last-modified", lease.last_modified),
-                **common,
-                **schedule,  # type: ignore[arg-type]
             )
         if status >= 300:
-            return UrlUpdate(url, "done", f"http {status}", **common, **schedule)  # type: ignore[arg-type]
-        validators = {
-            "etag": result.headers.get("etag", ""),
-            "last_modified": result.headers.get("last-modified", ""),
-        }
+            return replace(self._scheduled(fetched, lease, changed=True), outcome=f"http {status}")
+        fetched = replace(
+            fetched, etag=result.headers.get("etag", ""), last_modified=result.headers.get("last-modified", "")
+        )
         if not is_html_body(result.media_type, result.body):
-            return UrlUpdate(url, "done", "not html", **common, **schedule, **validators)  # type: ignore[arg-type]
+            return replace(self._scheduled(fetched, lease, changed=True), outcome="not html")
         html, _ = decode_html(result.body, result.charset)
         page = parse_html(
             html,
@@ -444,22 +429,20 @@ class Crawler:
         self.stats.pages += 1
         self._follow_links(lease, result.final_url, page)
         if result.final_url != url:
-            assert self._frontier is not None
-            self._frontier.add(
+            self._add(
                 NewUrl(
-                    result.final_url,
-                    host_of(result.final_url),
-                    lease.depth,
-                    lease.priority,
-                    status="done",
-                    outcome="fetched via redirect",
-                    dup_of=url,
+                    result.final_url, host_of(result.final_url), lease.depth, lease.priority, status="done",
+                    outcome="fetched via redirect", dup_of=url,
                 )
-            )
-        return self._index_page(lease, result, page, common | schedule | validators)
+            )  # fmt: skip
+        return self._index_page(lease, result, page, fetched)
 
-    def _schedule(self, lease: Lease, *, changed: bool, now: float) -> dict[str, float]:
-        """Next fetch time and interval after a fetch that did (not) observe a change."""
+    def _add(self, new: NewUrl) -> None:
+        assert self._frontier is not None
+        self._frontier.add(new)
+
+    def _scheduled(self, update: UrlUpdate, lease: Lease, *, changed: bool) -> UrlUpdate:
+        """The update with the next fetch time after a fetch that did (not) see a change."""
         s = self.settings
         interval = next_interval(
             lease.interval_s,
@@ -468,22 +451,19 @@ class Crawler:
             min_s=s.recrawl_min_s,
             max_s=s.recrawl_max_s,
         )
-        return {"next_fetch": now + interval, "interval_s": interval}
+        return replace(update, next_fetch=update.last_fetch or time.time() + interval, interval_s=interval)
 
-    def _handle_sitemap(self, lease: Lease, result: FetchResult, common: dict[str, object]) -> UrlUpdate:
+    def _handle_sitemap(self, lease: Lease, result: FetchResult, fetched: UrlUpdate) -> UrlUpdate:
         if result.status >= 300:
-            return UrlUpdate(lease.url, "done", f"http {result.status}", **common)  # type: ignore[arg-type]
+            return replace(fetched, outcome=f"http {result.status}")
         entries = parse_sitemap(result.body, max_bytes=self.settings.max_page_bytes)
-        assert self._frontier is not None
         for page in entries.pages:
             target = canonicalize_url(page, base=lease.url)
             if target and self.scope.contains(target, 1):
-                self._frontier.add(
-                    NewUrl(target, host_of(target), 1, _SITEMAP_PAGE_PRIORITY, parent=lease.url)
-                )
+                self._add(NewUrl(target, host_of(target), 1, _SITEMAP_PAGE_PRIORITY, parent=lease.url))
         for child in entries.sitemaps:
             self._add_sitemap(child, lease.depth + 1, parent=lease.url)
-        return UrlUpdate(lease.url, "done", "sitemap", **common)  # type: ignore[arg-type]
+        return replace(fetched, outcome="sitemap")
 
     def _add_sitemap(self, sitemap_url: str, depth: int, *, parent: str) -> None:
         target = canonicalize_url(sitemap_url, base=parent)

@@ -25,7 +25,7 @@ def crawled_documents(data_dir: Path) -> Iterator[Document]:
     store = DocStore(data_dir / "docs")
     anchors: dict[str, list[str]] = {}
     if (data_dir / "links").exists():
-        anchors = anchors_by_target(LinkGraphStore(data_dir / "links"))
+        anchors = anchors_by_target(LinkGraphStore(data_dir / "links").read_edges())
     for doc in store.iter_documents():
         inbound = anchors.get(doc.url)
         if inbound:
