@@ -59,7 +59,8 @@ def _extra_stages(settings: Settings) -> Mapping[str, RankStage]:
         if exc.name != "rerank.pipeline":
             raise
         return {}
-    return serving_stages(settings)
+    stages: Mapping[str, RankStage] = serving_stages(settings)
+    return stages
 
 
 def create_app(settings: Settings, *, index_dir: Path, shard_urls: str | None = None) -> FastAPI:

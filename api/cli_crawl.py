@@ -10,6 +10,7 @@ from __future__ import annotations
 import asyncio
 import json
 import signal
+import time
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
@@ -39,18 +40,13 @@ def _human_bytes(count: float) -> str:
 
 
 def _progress_table(stats: CrawlStats) -> Group:
-    table = Table.grid(padding=(0, 2))
-    table.add_row(
-        Text(f"pages {stats.pages}", style="bold"),
-        f"{stats.pages_per_s():.1f} pages/s",
-        _human_bytes(stats.bytes),
-        f"queue {stats.queued}",
-        f"in flight {stats.in_flight}",
-        f"indexed {stats.indexed}",
-        f"duplicates {stats.duplicates}",
+    line = Text.assemble(
+        (f"{stats.pages} pages", "bold"),
+        f" · {stats.pages_per_s():.1f}/s · {_human_bytes(stats.bytes)} · queue {stats.queued}"
+        f" · in flight {stats.in_flight} · indexed {stats.indexed} · duplicates {stats.duplicates}",
     )
     errors = ", ".join(f"{kind} {n}" for kind, n in stats.errors.most_common(6)) or "none"
-    return Group(table, Text(f"errors: {errors}", style="yellow" if stats.errors else "dim"))
+    return Group(line, Text(f"errors: {errors}", style="yellow" if stats.errors else "dim"))
 
 
 def _summary_table(summary: CrawlSummary) -> Table:
@@ -145,7 +141,11 @@ def crawl_command(
     crawler = Crawler(data, settings, seeds=seeds, recrawl=recrawl)
     if not crawler.seeds:
         raise typer.BadParameter("No seed is a valid http(s) URL.")
-    summary = asyncio.run(run_crawl(crawler, progress=progress and console.is_terminal))
+    try:
+        summary = asyncio.run(run_crawl(crawler, progress=progress and console.is_terminal))
+    except asyncio.CancelledError:
+        console.print("[red]Stopped at once; fetches in flight are lost and will be redone on resume.")
+        raise typer.Exit(130) from None
     if json_out:
         payload = {
             "elapsed_s": summary.elapsed_s,
@@ -222,9 +222,10 @@ def inspect_command(
     if report.cluster:
         table.add_row("dedup cluster", "\n".join(report.cluster))
     for entry in report.history:
+        when = time.strftime("%Y-%m-%d %H:%M:%S", time.gmtime(entry["at"]))
         table.add_row(
             "fetched",
-            f"{entry['at']:.0f}: {entry['http_status']} {entry['outcome']} "
+            f"{when} UTC: {entry['http_status']} {entry['outcome']} "
             f"({entry['bytes']} bytes, {entry['elapsed_s']:.2f} s)",
         )
     out.print(table)

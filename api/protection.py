@@ -15,7 +15,7 @@ import time
 from typing import Annotated
 
 from fastapi import Depends, Header, Request
-from starlette.types import ASGIApp, Receive, Scope, Send
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from api.metrics import RATE_LIMITED
 from core.errors import TrawlError
@@ -69,8 +69,8 @@ class TokenBuckets:
 
 
 async def _reply(
-    send: Send, status: int, code: str, detail: str, headers: list[tuple[bytes, bytes]] = []
-) -> None:  # noqa: B006
+    send: Send, status: int, code: str, detail: str, headers: tuple[tuple[bytes, bytes], ...] = ()
+) -> None:
     body = json.dumps({"error": code, "detail": detail}).encode()
     await send(
         {
@@ -120,7 +120,7 @@ class ProtectionMiddleware:
                 return
         received = 0
 
-        async def limited_receive() -> dict:  # type: ignore[type-arg]
+        async def limited_receive() -> Message:
             nonlocal received
             message = await receive()
             if message["type"] == "http.request":

@@ -25,7 +25,7 @@ import json
 import logging
 import os
 import re
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import fields
 from pathlib import Path
 from typing import Any
@@ -42,26 +42,28 @@ MANIFEST = "segments.json"
 _SEGMENT = re.compile(r"^seg-(\d{6,})\.parquet$")
 _FORMAT = 1
 
-DOCUMENT_SCHEMA: dict[str, Any] = {
-    "doc_id": pl.Int64,
-    "url": pl.String,
-    "title": pl.String,
-    "body": pl.String,
-    "headings": pl.List(pl.String),
-    "anchors": pl.List(pl.String),
-    "host": pl.String,
-    "lang": pl.String,
-    "filetype": pl.String,
-    "description": pl.String,
-    "external_id": pl.String,
-    "published_at": pl.Float64,
-    "fetched_at": pl.Float64,
-    "content_hash": pl.String,
-    "simhash": pl.UInt64,
-    "pagerank": pl.Float64,
-    "dup_cluster_size": pl.Int32,
-    "outlinks": pl.List(pl.String),
-}
+DOCUMENT_SCHEMA = pl.Schema(
+    {
+        "doc_id": pl.Int64(),
+        "url": pl.String(),
+        "title": pl.String(),
+        "body": pl.String(),
+        "headings": pl.List(pl.String()),
+        "anchors": pl.List(pl.String()),
+        "host": pl.String(),
+        "lang": pl.String(),
+        "filetype": pl.String(),
+        "description": pl.String(),
+        "external_id": pl.String(),
+        "published_at": pl.Float64(),
+        "fetched_at": pl.Float64(),
+        "content_hash": pl.String(),
+        "simhash": pl.UInt64(),
+        "pagerank": pl.Float64(),
+        "dup_cluster_size": pl.Int32(),
+        "outlinks": pl.List(pl.String()),
+    }
+)
 """Parquet column types (polars names). Written with polars, not pyarrow: the crawler
 then loads one columnar library instead of two (~60 MB less resident memory)."""
 _FIELD_NAMES = tuple(f.name for f in fields(Document))
@@ -166,6 +168,14 @@ class DocStore:
             keep = [row for row, doc_id in enumerate(ids) if latest[doc_id] == (index, row)]
             if keep:
                 yield from _rows_to_documents(frame[keep])
+
+    def latest_frame(self, columns: Sequence[str]) -> pl.DataFrame:
+        """Some columns of the latest version of every document (cheap: no bodies read)."""
+        wanted = list(dict.fromkeys(["doc_id", *columns]))
+        frames = [pl.read_parquet(self.root / name, columns=wanted) for name in self.segments()]
+        if not frames:
+            return pl.DataFrame(schema={c: DOCUMENT_SCHEMA[c] for c in wanted})
+        return pl.concat(frames).unique(subset="doc_id", keep="last", maintain_order=True)
 
     def __len__(self) -> int:
         """Number of distinct documents (latest versions)."""

@@ -162,8 +162,8 @@ def parse_html(html: str, url: str, *, x_robots_tag: str = "", max_links: int = 
         seen: set[str] = set()
         hrefs_done: set[str] = set()  # the same href repeats (navigation, indexes)
         for anchor in tree.css("a[href]"):
-            attrs = anchor.attrs
-            href = attrs.get("href") or ""
+            anchor_attrs = anchor.attrs
+            href = anchor_attrs.get("href") or ""
             if href in hrefs_done:
                 continue
             hrefs_done.add(href)
@@ -171,7 +171,7 @@ def parse_html(html: str, url: str, *, x_robots_tag: str = "", max_links: int = 
             if not target or target == url or target in seen:
                 continue
             seen.add(target)
-            rel = (attrs.get("rel") or "").lower()
+            rel = (anchor_attrs.get("rel") or "").lower()
             links.append(Link(target, _clean(anchor.text()), "nofollow" in rel))
             if len(links) >= max_links:
                 break

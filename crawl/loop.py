@@ -177,6 +177,7 @@ class Crawler:
             try:
                 if self._frontier is not None:
                     self._flush()
+                    self._refresh_cluster_sizes()
             finally:
                 if hasattr(self, "_warc"):
                     self._warc.close()
@@ -220,6 +221,30 @@ class Crawler:
         self._warc.flush()
         self._frontier.commit()
         self._last_flush = time.monotonic()
+
+    def _refresh_cluster_sizes(self) -> None:
+        """Re-append originals whose duplicate cluster grew, with the new ``dup_cluster_size``.
+
+        A duplicate often arrives after its original was written; the docstore is
+        append-only, so the original is written again (the later version supersedes).
+        Computed from the crawl database at the end of every run, so it also repairs
+        what a killed run left stale.
+        """
+        counts = self._db.duplicate_counts()
+        if not counts:
+            return
+        sizes = self._docstore.latest_frame(["url", "dup_cluster_size"])
+        stale = {
+            url: 1 + counts[url]
+            for _, url, size in sizes.iter_rows()
+            if url in counts and size != 1 + counts[url]
+        }
+        if stale:
+            self._docstore.append(
+                replace(doc, dup_cluster_size=stale[doc.url])
+                for doc in self._docstore.iter_documents()
+                if doc.url in stale
+            )
 
     async def _worker(self) -> None:
         frontier = self._frontier
@@ -367,9 +392,7 @@ class Crawler:
             return
         self._record_exchange(result)
         feedback = Feedback(response_s=result.elapsed_s, crawl_delay_s=crawl_delay)
-        self._finish(
-            lease, self._handle_response(lease, result, feedback), self._feedback_for(result, feedback)
-        )
+        self._finish(lease, self._handle_response(lease, result), self._feedback_for(result, feedback))
 
     def _feedback_for(self, result: FetchResult, ok: Feedback) -> Feedback:
         if result.status == 429 or result.status >= 500:
@@ -415,7 +438,9 @@ class Crawler:
         if status >= 300:
             return replace(self._scheduled(fetched, lease, changed=True), outcome=f"http {status}")
         fetched = replace(
-            fetched, etag=result.headers.get("etag", ""), last_modified=result.headers.get("last-modified", "")
+            fetched,
+            etag=result.headers.get("etag", ""),
+            last_modified=result.headers.get("last-modified", ""),
         )
         if not is_html_body(result.media_type, result.body):
             return replace(self._scheduled(fetched, lease, changed=True), outcome="not html")
@@ -451,7 +476,7 @@ class Crawler:
             min_s=s.recrawl_min_s,
             max_s=s.recrawl_max_s,
         )
-        return replace(update, next_fetch=update.last_fetch or time.time() + interval, interval_s=interval)
+        return replace(update, next_fetch=(update.last_fetch or time.time()) + interval, interval_s=interval)
 
     def _handle_sitemap(self, lease: Lease, result: FetchResult, fetched: UrlUpdate) -> UrlUpdate:
         if result.status >= 300:
@@ -492,52 +517,33 @@ class Crawler:
                 self._frontier.add(NewUrl(link.url, host_of(link.url), depth, priority, parent=page_url))
 
     def _index_page(
-        self, lease: Lease, result: FetchResult, page: ParsedPage, fields: dict[str, object]
+        self, lease: Lease, result: FetchResult, page: ParsedPage, fetched: UrlUpdate
     ) -> UrlUpdate:
+        """Apply canonical, noindex and dedup; buffer the document when it is to be indexed."""
         url = lease.url
         final = result.final_url
-        assert self._frontier is not None
-        if (
-            page.canonical_url
-            and page.canonical_url != final
-            and self.scope.contains(page.canonical_url, lease.depth)
-        ):
-            self._frontier.add(
-                NewUrl(
-                    page.canonical_url, host_of(page.canonical_url), lease.depth, lease.priority, parent=url
-                )
+        canonical = page.canonical_url
+        if canonical and canonical != final and self.scope.contains(canonical, lease.depth):
+            self._add(NewUrl(canonical, host_of(canonical), lease.depth, lease.priority, parent=url))
+            return replace(
+                self._scheduled(fetched, lease, changed=True), outcome="canonicalized", dup_of=canonical
             )
-            return UrlUpdate(url, "done", "canonicalized", dup_of=page.canonical_url, **fields)  # type: ignore[arg-type]
         if page.noindex:
-            return UrlUpdate(url, "done", "noindex", **fields)  # type: ignore[arg-type]
+            return replace(self._scheduled(fetched, lease, changed=True), outcome="noindex")
         text_hash, fingerprint, word_count = fingerprints(page.body)
         changed = text_hash != lease.previous_hash
+        fetched = replace(
+            self._scheduled(fetched, lease, changed=changed), content_hash=text_hash, simhash=fingerprint
+        )
         if word_count:
             verdict = self._dedup.check(text_hash, fingerprint)
             if verdict.kind != "unique" and verdict.of_url not in (url, final):
                 self.stats.duplicates += 1
-                return UrlUpdate(
-                    url,
-                    "done",
-                    f"duplicate ({verdict.kind})",
-                    content_hash=text_hash,
-                    simhash=fingerprint,
-                    dup_of=verdict.of_url,
-                    **fields,  # type: ignore[arg-type]
-                )
+                return replace(fetched, outcome=f"duplicate ({verdict.kind})", dup_of=verdict.of_url)
             self._dedup.add(url, text_hash, fingerprint)
-        if lease.fetch_count:
-            fields = fields | self._schedule(lease, changed=changed, now=time.time())
-            if not changed:
-                return UrlUpdate(
-                    url,
-                    "done",
-                    "indexed",
-                    content_hash=text_hash,
-                    simhash=fingerprint,
-                    **fields,  # type: ignore[arg-type]
-                )
-        bare_host = host_of(final).rsplit(":", 1)[0] if not host_of(final).endswith("]") else host_of(final)
+        if lease.fetch_count and not changed:
+            return replace(fetched, outcome="indexed")  # a recrawl that found the same text
+        host = host_of(final)
         self._docs.append(
             Document(
                 doc_id=doc_id_for(final),
@@ -545,7 +551,7 @@ class Crawler:
                 title=page.title,
                 body=page.body,
                 headings=page.headings,
-                host=bare_host,
+                host=host if host.endswith("]") else host.rsplit(":", 1)[0],
                 lang=page.lang,
                 filetype="html",
                 description=page.description,
@@ -559,12 +565,4 @@ class Crawler:
             )
         )
         self.stats.indexed += 1
-        return UrlUpdate(
-            url,
-            "done",
-            "indexed",
-            content_hash=text_hash,
-            simhash=fingerprint,
-            changed=bool(lease.fetch_count),
-            **fields,  # type: ignore[arg-type]
-        )
+        return replace(fetched, outcome="indexed", changed=bool(lease.fetch_count))

@@ -213,6 +213,13 @@ class CrawlDb:
         rows = self._conn.execute("SELECT url FROM urls WHERE dup_of = ? ORDER BY url", (url,))
         return [r[0] for r in rows]
 
+    def duplicate_counts(self) -> dict[str, int]:
+        """original URL → how many URLs were recorded as its exact or near duplicates."""
+        rows = self._conn.execute(
+            "SELECT dup_of, COUNT(*) FROM urls WHERE outcome LIKE 'duplicate%' GROUP BY dup_of"
+        )
+        return {url: int(n) for url, n in rows}
+
     def status_counts(self) -> dict[str, int]:
         rows = self._conn.execute("SELECT status, outcome, COUNT(*) FROM urls GROUP BY status, outcome")
         return {f"{status}:{outcome}" if outcome else status: int(n) for status, outcome, n in rows}

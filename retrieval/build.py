@@ -94,9 +94,9 @@ def build_index(
             if on_progress is not None and count % 500 == 0:
                 on_progress(count)
         plan = plan_ballast([w.count for w in writers], [w.field_tokens for w in writers])
-        for writer, docs, tokens in zip(writers, plan.ballast_docs, plan.ballast_tokens, strict=True):
-            if docs:
-                writer.add_ballast(docs, tokens)
+        for writer, n_ballast, tokens in zip(writers, plan.ballast_docs, plan.ballast_tokens, strict=True):
+            if n_ballast:
+                writer.add_ballast(n_ballast, tokens)
             writer.commit()
         raw = {
             "format": INDEX_FORMAT,

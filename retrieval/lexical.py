@@ -96,6 +96,13 @@ class LexicalResult:
     """Tantivy ``DocAddress`` per hit, valid for the searcher that produced them."""
 
 
+def _doc_id(value: object) -> DocId:
+    """A doc id read back from Tantivy (typed loosely by its bindings)."""
+    if not isinstance(value, int):
+        raise IndexStateError(f"Corrupt index: a document has doc_id {value!r}.")
+    return DocId(value)
+
+
 def build_schema() -> tantivy.Schema:
     sb = tantivy.SchemaBuilder()
     sb.add_unsigned_field("doc_id", stored=True, indexed=True, fast=True)
@@ -298,7 +305,7 @@ class LexicalShard:
 
     # -- query building -------------------------------------------------------------
 
-    def _term(self, field: str, value: str) -> tantivy.Query:
+    def _term(self, field: str, value: str | int) -> tantivy.Query:
         return tantivy.Query.term_query(self._schema, field, value)
 
     def _in_any_field(
@@ -390,10 +397,10 @@ class LexicalShard:
         addresses = [address for _, address in result.hits]
         ids = self._searcher.fast_field_values("doc_id", addresses) if addresses else []
         hits = tuple(
-            ScoredDoc(DocId(int(doc_id)), float(score))
+            ScoredDoc(_doc_id(doc_id), float(score))
             for (score, _), doc_id in zip(result.hits, ids, strict=True)
         )
-        return LexicalResult(int(result.count or 0), hits, tuple(addresses))
+        return LexicalResult(int(getattr(result, "count", 0) or 0), hits, tuple(addresses))
 
     def field_scores(
         self, query: Query, doc_ids: Sequence[DocId], *, stats: CorpusStats | None = None
@@ -418,7 +425,7 @@ class LexicalShard:
             addresses = [a for _, a in result.hits]
             ids = self._searcher.fast_field_values("doc_id", addresses) if addresses else []
             for (score, _), doc_id in zip(result.hits, ids, strict=True):
-                scores[field][DocId(int(doc_id))] = float(score)
+                scores[field][_doc_id(doc_id)] = float(score)
         return scores
 
     def filter_doc_ids(self, query: Query, doc_ids: Sequence[DocId]) -> set[DocId]:
@@ -436,15 +443,15 @@ class LexicalShard:
         result = self._searcher.search(tq, limit=len(doc_ids), count=False)
         addresses = [a for _, a in result.hits]
         ids = self._searcher.fast_field_values("doc_id", addresses) if addresses else []
-        return {DocId(int(i)) for i in ids}
+        return {_doc_id(i) for i in ids}
 
     # -- stored documents ----------------------------------------------------------
 
     def stored_at(self, address: Any) -> StoredDoc:
         tdoc = self._searcher.doc(address)
-        payload = json.loads(bytes(tdoc.get_first("payload")).decode("utf-8"))
+        payload = json.loads(bytes(tdoc.get_first("payload") or b"{}").decode("utf-8"))
         return StoredDoc(
-            doc_id=DocId(int(tdoc.get_first("doc_id"))),
+            doc_id=_doc_id(tdoc.get_first("doc_id")),
             url=payload["url"],
             title=payload["title"],
             body=payload["body"],
@@ -480,7 +487,7 @@ class LexicalShard:
         result = self._searcher.search(self._term("url", url), limit=1, count=False)
         if not result.hits:
             return None
-        return DocId(int(self._searcher.fast_field_values("doc_id", [result.hits[0][1]])[0]))
+        return _doc_id(self._searcher.fast_field_values("doc_id", [result.hits[0][1]])[0])
 
     def iter_stored(self) -> Iterator[StoredDoc]:
         """Every stored document (for embedding backfills and feature jobs)."""

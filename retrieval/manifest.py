@@ -16,6 +16,7 @@ the previous generation serving.
 
 from __future__ import annotations
 
+import builtins
 import json
 import os
 import secrets
@@ -87,7 +88,7 @@ class IndexRoot:
             )
         return path
 
-    def list(self) -> list[GenerationInfo]:
+    def list(self) -> builtins.list[GenerationInfo]:
         if not self.generations_dir.exists():
             return []
         current = self.current()
@@ -133,7 +134,7 @@ class IndexRoot:
                 json.dumps({"at": time.time(), "published": generation, "previous": previous}) + "\n"
             )
 
-    def history(self) -> list[dict[str, Any]]:
+    def history(self) -> builtins.list[dict[str, Any]]:
         path = self.root / "history.jsonl"
         if not path.exists():
             return []

@@ -179,7 +179,7 @@ class SearchService:
         query = parse_query(
             raw, max_chars=self.settings.max_query_chars, max_terms=self.settings.max_query_terms
         )
-        updates: dict[str, str] = {}
+        updates: dict[str, Any] = {}
         if site:
             updates["site"] = normalize_site(site)
         if lang:

@@ -329,6 +329,7 @@ def test_address_guard_refuses_private_targets_reached_by_redirect(crawl_run: Cr
 def test_duplicates_are_recorded_not_indexed(crawl_run: CrawlRun) -> None:
     rows = crawl_run.rows()
     docs = _doc_urls(crawl_run)
+    sizes = {d.url: d.dup_cluster_size for d in DocStore(crawl_run.data / "docs").iter_documents()}
     for first, second, kind in (("/dup1", "/dup2", "exact"), ("/near1", "/near2", "near")):
         u1, u2 = crawl_run.a.url(first), crawl_run.a.url(second)
         indexed = {u for u in (u1, u2) if u in docs}
@@ -337,6 +338,7 @@ def test_duplicates_are_recorded_not_indexed(crawl_run: CrawlRun) -> None:
         duplicate = u2 if original == u1 else u1
         assert rows[duplicate]["outcome"] == f"duplicate ({kind})"
         assert rows[duplicate]["dup_of"] == original
+        assert sizes[original] == 2
     assert crawl_run.summary.duplicates == 2
 
 
@@ -421,3 +423,24 @@ def test_inspect_explains_a_url(crawl_run: CrawlRun) -> None:
     page = inspect_url(crawl_run.a.url("/a?utm_medium=x"), crawl_run.data, user_agent=ua)
     assert page.state is not None and page.state["outcome"] == "indexed"
     assert [h["http_status"] for h in page.history] == [200]
+
+
+def test_inspect_command_json(crawl_run: CrawlRun) -> None:
+    import json
+
+    import typer
+    from typer.testing import CliRunner
+
+    from api.cli_crawl import register
+
+    app = typer.Typer()
+    register(app)
+    result = CliRunner().invoke(
+        app, ["inspect", crawl_run.a.url("/near2?utm_source=x"), "--data", str(crawl_run.data), "--json"]
+    )
+    assert result.exit_code == 0, result.output
+    report = json.loads(result.stdout)
+    assert report["canonical_url"] == crawl_run.a.url("/near2")
+    assert report["robots"] == "allowed"
+    assert set(report["cluster"]) == {crawl_run.a.url("/near1"), crawl_run.a.url("/near2")}
+    assert [h["http_status"] for h in report["history"]] == [200]

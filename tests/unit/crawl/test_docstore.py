@@ -52,6 +52,12 @@ def test_later_versions_supersede_earlier(tmp_path: Path) -> None:
     ]
     assert len(store) == 3
     assert [d.title for d in store.iter_documents("seg-000001.parquet")] == ["old", "T"]
+    frame = store.latest_frame(["url", "title"])
+    assert frame.rows() == [
+        (doc_id_for("http://a/2"), "http://a/2", "T"),
+        (doc_id_for("http://a/3"), "http://a/3", "T"),
+        (doc_id_for("http://a/1"), "http://a/1", "new"),
+    ]
 
 
 def test_empty_append_and_orphan_segments(tmp_path: Path) -> None:
