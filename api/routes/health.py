@@ -15,7 +15,10 @@ router = APIRouter()
 @router.get("/healthz", response_model=HealthModel)
 async def healthz(service: SearchDep) -> HealthModel:
     return HealthModel(
-        status="ok", documents=service.num_docs, generation=service.generation.id, rankers=service.ranker_names()
+        status="ok",
+        documents=service.num_docs,
+        generation=service.generation.id,
+        rankers=service.ranker_names(),
     )
 
 
@@ -27,7 +30,10 @@ async def readyz(request: Request, service: SearchDep) -> Response:
             '{"error":"not_ready","detail":"starting"}', status_code=503, media_type="application/json"
         )
     body = HealthModel(
-        status="ready", documents=service.num_docs, generation=service.generation.id, rankers=service.ranker_names()
+        status="ready",
+        documents=service.num_docs,
+        generation=service.generation.id,
+        rankers=service.ranker_names(),
     )
     return Response(body.model_dump_json(), media_type="application/json")
 
