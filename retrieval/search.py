@@ -16,6 +16,7 @@ Ranked list of a generation (deterministic, so pages never overlap or skip):
 from __future__ import annotations
 
 import dataclasses
+from collections import Counter
 import logging
 import time
 from collections.abc import Callable, Mapping, Sequence
@@ -66,6 +67,18 @@ class RankedList:
     total: int
     exhausted: bool
     gathered: list[Gathered] = field(default_factory=list)
+
+
+def normalized(query: Query) -> tuple[object, ...]:
+    """What the ranking depends on: analysed terms with counts, phrases, exclusions, filters.
+
+    ``Heat  Transfer`` and ``heat transfer`` share a cache entry; word order of free
+    terms does not matter to any ranker, so it does not split entries either.
+    """
+    terms = tuple(sorted(Counter(t for text in query.terms for t in analyze(text)).items()))
+    phrases = tuple(sorted(" ".join(analyze(p)) for p in query.phrases))
+    excluded = tuple(sorted(" ".join(analyze(e)) for e in query.excluded))
+    return (terms, phrases, excluded, query.site, query.lang, query.filetype)
 
 
 class SearchService:
@@ -300,11 +313,11 @@ class SearchService:
             raise QueryError("The query is empty: type one or more words to search for.")
         query = self.parse(raw, site=site, lang=lang, filetype=filetype)
         stage = self.stage(ranker, generation)
-        key = (generation.id, query, request.offset, request.size, stage.name, explain, bool(cursor))
+        key = (generation.id, normalized(query), request.offset, request.size, stage.name, explain, bool(cursor))
         cached = self.cache.get(key)
         if cached is not None:
             took = (time.perf_counter() - started) * 1000
-            return dataclasses.replace(cached, took_ms=took, cached=True)
+            return dataclasses.replace(cached, query=query, took_ms=took, cached=True)
         timings: dict[str, float] = {}
         t0 = time.perf_counter()
         vector = self.query_vector(query, stage, generation)

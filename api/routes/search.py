@@ -92,5 +92,6 @@ def search(
         lang=lang,
         filetype=filetype,
     )
+    record_search(response)
     body = SearchResponseModel.from_domain(response).model_dump_json()
     return Response(body, media_type="application/json")

@@ -183,3 +183,14 @@ def test_openapi_documents_search(client: httpx.Client) -> None:
     spec = client.get("/openapi.json").json()
     params = {p["name"] for p in spec["paths"]["/v1/search"]["get"]["parameters"]}
     assert params == {"q", "page", "size", "site", "lang", "filetype", "ranker", "explain", "cursor"}
+
+
+def test_second_identical_query_is_served_from_cache(client: httpx.Client) -> None:
+    params = {"q": "Generators   lazy", "size": 3}
+    first = client.get("/v1/search", params=params).json()
+    second = client.get("/v1/search", params={"q": "generators lazy", "size": 3}).json()
+    assert second["cached"] is True
+    assert [r["doc_id"] for r in second["results"]] == [r["doc_id"] for r in first["results"]]
+    metrics = client.get("/metrics").text
+    assert 'trawl_query_cache_total{result="hit"}' in metrics
+    assert "trawl_query_seconds_bucket" in metrics
