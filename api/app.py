@@ -21,6 +21,7 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
 from fastapi import FastAPI
 
+from api import metrics
 from api.errors import register_error_handlers
 from api.protection import ProtectionMiddleware
 from api.routes import admin, documents, health, search, web
@@ -77,6 +78,13 @@ def create_app(settings: Settings, *, index_dir: Path, shard_urls: str | None = 
             index_dir, settings.search, remote=remote, stages=_extra_stages(settings)
         )
         _load_encoder(settings, service)
+        metrics.GENERATION.labels(service.generation.id).set(1)
+
+        def on_publish(generation: Any) -> None:
+            metrics.GENERATION.clear()
+            metrics.GENERATION.labels(generation.id).set(1)
+
+        service.generations.listeners.append(on_publish)
         app.state.settings = settings
         app.state.search = service
         app.state.index_dir = Path(index_dir)
