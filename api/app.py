@@ -24,7 +24,7 @@ from fastapi import FastAPI
 from api import metrics
 from api.errors import register_error_handlers
 from api.protection import ProtectionMiddleware
-from api.routes import admin, documents, health, search, web
+from api.routes import admin, documents, experiments, health, search, web
 from core.settings import Settings
 from retrieval.ranking import RankStage
 from retrieval.search import SearchService
@@ -88,10 +88,12 @@ def create_app(settings: Settings, *, index_dir: Path, shard_urls: str | None = 
         app.state.settings = settings
         app.state.search = service
         app.state.index_dir = Path(index_dir)
+        app.state.experiments = experiments.open_experiments(settings)
         app.state.ready = True
         try:
             yield
         finally:
+            app.state.experiments.close()  # flushes impression and click logs
             service.close()
 
     app = FastAPI(
@@ -105,6 +107,7 @@ def create_app(settings: Settings, *, index_dir: Path, shard_urls: str | None = 
     app.include_router(search.router)
     app.include_router(documents.router)
     app.include_router(admin.router)
+    app.include_router(experiments.router)
     app.include_router(health.router)
     app.include_router(web.router)
     app.mount("/static", web.static, name="static")
@@ -121,7 +124,7 @@ def create_app(settings: Settings, *, index_dir: Path, shard_urls: str | None = 
 def _include_optional_routers(app: FastAPI) -> None:
     import importlib
 
-    for module in ("api.routes.crawl", "api.routes.experiments"):
+    for module in ("api.routes.crawl",):
         try:
             app.include_router(importlib.import_module(module).router)
         except ModuleNotFoundError as exc:

@@ -288,7 +288,7 @@ def _register_plugins() -> None:
     """Commands that live beside this module (crawl, embed, train, …) once their issue lands."""
     import importlib
 
-    for module in ("api.cli_crawl", "api.cli_embed", "api.cli_train", "api.cli_demo"):
+    for module in ("api.cli_crawl", "api.cli_embed", "api.cli_train", "api.cli_demo", "api.cli_experiment"):
         try:
             importlib.import_module(module).register(app)
         except ModuleNotFoundError as exc:

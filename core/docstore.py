@@ -25,7 +25,7 @@ import json
 import logging
 import os
 import re
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Collection, Iterable, Iterator, Sequence
 from dataclasses import fields
 from pathlib import Path
 from typing import Any
@@ -168,6 +168,16 @@ class DocStore:
             keep = [row for row, doc_id in enumerate(ids) if latest[doc_id] == (index, row)]
             if keep:
                 yield from _rows_to_documents(frame[keep])
+
+    def documents_by_url(self, urls: Collection[str]) -> dict[str, Document]:
+        """The latest version of the documents with these URLs (reads only matching rows)."""
+        wanted = pl.Series(list(urls), dtype=pl.String())
+        found: dict[str, Document] = {}
+        for name in self.segments():
+            frame = self._read(name).filter(pl.col("url").is_in(wanted))
+            for doc in _rows_to_documents(frame):
+                found[doc.url] = doc
+        return found
 
     def latest_frame(self, columns: Sequence[str]) -> pl.DataFrame:
         """Some columns of the latest version of every document (cheap: no bodies read)."""

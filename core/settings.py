@@ -144,6 +144,19 @@ class ExperimentSettings(BaseModel):
     """Recent impressions kept in memory to validate clicks (warmed from the log at start)."""
 
 
+class RankSettings(BaseModel):
+    """The learned ranking stages (issue 5): which model serves, and feature logging."""
+
+    ltr_model: Path | None = None
+    """A ``trawl train ltr`` output directory; None: ``models/ltr/default`` when it exists."""
+    feature_log_dir: Path | None = None
+    """Where the ``ltr`` stage logs sampled feature rows (Parquet); None: no logging."""
+    feature_log_rate: float = Field(0.01, ge=0, le=1)
+    """Fraction of queries whose scored feature rows are logged."""
+    user_lang: str = "en"
+    """Language assumed wanted by queries without ``lang:`` (the ``lang_match`` feature)."""
+
+
 class Settings(BaseSettings):
     """All of Trawl's settings, one nested section per package."""
 
@@ -157,6 +170,7 @@ class Settings(BaseSettings):
     crawl: CrawlSettings = CrawlSettings()
     api: ApiSettings = ApiSettings()
     experiments: ExperimentSettings = ExperimentSettings()
+    rank: RankSettings = RankSettings()
 
     @classmethod
     def settings_customise_sources(

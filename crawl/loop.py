@@ -240,11 +240,8 @@ class Crawler:
             if url in counts and size != 1 + counts[url]
         }
         if stale:
-            self._docstore.append(
-                replace(doc, dup_cluster_size=stale[doc.url])
-                for doc in self._docstore.iter_documents()
-                if doc.url in stale
-            )
+            found = self._docstore.documents_by_url(stale)
+            self._docstore.append(replace(doc, dup_cluster_size=stale[url]) for url, doc in found.items())
 
     async def _worker(self) -> None:
         frontier = self._frontier

@@ -29,9 +29,9 @@ from __future__ import annotations
 import logging
 import math
 import re
+from collections import Counter
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from urllib.parse import urlsplit
 
 import numpy as np
 from numpy.typing import NDArray
@@ -73,10 +73,14 @@ SCHEMA: tuple[str, ...] = (
     "lang_match",
     "dup_cluster_size",
     "query_terms",
+    # agreement with the other top candidates (pseudo-relevance feedback)
+    *(f"prf_top{n}" for n in (5, 10, 20)),
 )
 """Feature names, in column order. Changing it means retraining every model."""
 
 INDEX: dict[str, int] = {name: i for i, name in enumerate(SCHEMA)}
+PRF_DEPTHS: tuple[int, ...] = (5, 10, 20)
+"""First-stage (RRF) top documents whose centroid the ``prf_top<n>`` features compare with."""
 RRF_K = 60
 FieldTokens = dict[str, list[str]]
 
@@ -202,12 +206,73 @@ def compute_features(
         return FeatureMatrix((), out)
     _retrieval_features(candidates, out)
     query_set = frozenset(terms.terms)
+    texts: list[list[str] | None] = []
     for i, candidate in enumerate(candidates):
         doc = docs.get(candidate.doc_id)
+        text = None
         if doc is not None:
-            _document_features(query, terms, query_set, doc, context, out[i])
+            text = _document_features(query, terms, query_set, doc, context, out[i])
+        texts.append(text)
         out[i, INDEX["query_terms"]] = len(terms.terms)
+    for top, column in zip(
+        PRF_DEPTHS, prf_similarity(texts, out[:, INDEX["rrf"]], tops=PRF_DEPTHS), strict=True
+    ):
+        out[:, INDEX[f"prf_top{top}"]] = column
     return FeatureMatrix(tuple(c.doc_id for c in candidates), out)
+
+
+def prf_similarity(
+    texts: Sequence[list[str] | None], first_stage: NDArray[np.float64], *, tops: Sequence[int]
+) -> list[NDArray[np.float64]]:
+    """Cosine of each candidate's text to the centroid of the ``top`` first-stage candidates.
+
+    Relevant documents resemble each other more than they resemble the query's stray
+    matches (the idea behind pseudo-relevance feedback, RM3). Terms are weighted by
+    tf × idf, the idf taken over the candidate set itself so that no collection
+    statistics are needed at serving time. A top candidate is compared with the
+    centroid of the *other* top candidates (leave-one-out), or it would partly match
+    itself. One column per depth in ``tops``; NaN for a candidate without text.
+    """
+    n = len(texts)
+    counts = [Counter(t) if t is not None else None for t in texts]
+    df: Counter[str] = Counter()
+    for c in counts:
+        if c is not None:
+            df.update(c.keys())
+    live = sum(c is not None for c in counts)
+    if live < 2:
+        return [np.full(n, np.nan) for _ in tops]
+    idf = {t: math.log(1.0 + live / d) for t, d in df.items()}
+    vectors: list[dict[str, float] | None] = []
+    for c in counts:
+        if c is None:
+            vectors.append(None)
+            continue
+        weights = {t: (1.0 + math.log(tf)) * idf[t] for t, tf in c.items()}
+        norm = math.sqrt(sum(w * w for w in weights.values())) or 1.0
+        vectors.append({t: w / norm for t, w in weights.items()})
+    ranking = np.argsort(-np.nan_to_num(first_stage, nan=-1.0), kind="stable")
+    order = [int(i) for i in ranking if vectors[i] is not None]
+    columns = []
+    for top in tops:
+        result = np.full(n, np.nan)
+        chosen = order[:top]
+        centroid: dict[str, float] = {}
+        for i in chosen:
+            for t, w in vectors[i].items():  # type: ignore[union-attr]
+                centroid[t] = centroid.get(t, 0.0) + w
+        in_top = set(chosen)
+        for i, vector in enumerate(vectors):
+            if vector is None:
+                continue
+            dot = sum(w * centroid.get(t, 0.0) for t, w in vector.items())
+            others = len(chosen)
+            if i in in_top:
+                dot -= 1.0  # the vector's own contribution: |v|² = 1
+                others -= 1
+            result[i] = dot / others if others > 0 else 0.0
+        columns.append(result)
+    return columns
 
 
 def _retrieval_features(candidates: Sequence[Candidate], out: NDArray[np.float64]) -> None:
@@ -251,7 +316,8 @@ def _document_features(
     doc: StoredDoc,
     context: FeatureContext,
     row: NDArray[np.float64],
-) -> None:
+) -> list[str]:
+    """Fill ``row``'s text and document features; returns the title + body tokens."""
     tokens: FieldTokens = {
         "title": fast_analyze(doc.title),
         "headings": fast_analyze(" ".join(doc.headings)[: context.side_chars]),
@@ -281,6 +347,7 @@ def _document_features(
     row[INDEX["age_days"]] = age_days(doc, context.now_s)
     row[INDEX["lang_match"]] = lang_match(query.lang or context.user_lang, doc.lang)
     row[INDEX["dup_cluster_size"]] = doc.dup_cluster_size
+    return text
 
 
 def _contains(tokens: Sequence[str], phrase: Sequence[str]) -> bool:

@@ -121,7 +121,9 @@ class LtrModel:
             )
         booster = lgb.Booster(model_file=str(directory / MODEL_FILE))
         if booster.num_feature() != len(SCHEMA):
-            raise ModelLoadError(str(directory), f"model has {booster.num_feature()} features, card {len(SCHEMA)}")
+            raise ModelLoadError(
+                str(directory), f"model has {booster.num_feature()} features, card {len(SCHEMA)}"
+            )
         return cls(booster=booster, features=features, card=card)
 
 

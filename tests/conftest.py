@@ -7,6 +7,9 @@ import os
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
+# Everything a test writes under Settings().data_dir (evaluation caches, experiment logs)
+# goes to a scratch directory, never into the checkout.
+os.environ.setdefault("TRAWL_DATA_DIR", __import__("tempfile").mkdtemp(prefix="trawl-test-data-"))
 
 import socket
 import threading

@@ -174,6 +174,16 @@ def beir_labels(dataset: BeirDataset, qrels: Qrels) -> dict[str, dict[DocId, int
     }
 
 
+@dataclass(frozen=True, slots=True)
+class CollectionFrame:
+    """A collection's training frame and the Parquet file it was read from or written to."""
+
+    dataset: str
+    frame: pl.DataFrame
+    path: Path
+    depth: int
+
+
 def collection_frame(
     dataset_dir: Path,
     settings: Settings,
@@ -181,7 +191,7 @@ def collection_frame(
     queries: Mapping[str, Query] | None = None,
     depth: int | None = None,
     on_progress: ProgressFn | None = None,
-) -> pl.DataFrame:
+) -> CollectionFrame:
     """The training frame of a BEIR collection, from its Parquet cache when up to date.
 
     Candidates are the hybrid union (lexical and vector top ``depth``, default the
@@ -209,7 +219,7 @@ def collection_frame(
     path = cache_dir / f"ltr-features-{key}.parquet"
     if path.exists():
         logger.info("training frame of %s from %s", dataset.name, path)
-        return pl.read_parquet(path)
+        return CollectionFrame(dataset.name, pl.read_parquet(path), path, depth)
     retrieval = open_retrieval(index_dir, settings, queries)
     pagerank = beir_pagerank(dataset.root)
     frame = build_frame(
@@ -224,7 +234,9 @@ def collection_frame(
     tmp = path.with_suffix(".parquet.tmp")
     frame.write_parquet(tmp)
     tmp.replace(path)
-    logger.info("training frame of %s: %d rows, %d queries → %s", dataset.name, frame.height, len(queries), path)
+    logger.info(
+        "training frame of %s: %d rows, %d queries → %s", dataset.name, frame.height, len(queries), path
+    )
     return frame
 
 
@@ -262,7 +274,9 @@ def frame_from_logs(
     return frame.select([pl.col(c).cast(t) for c, t in frame_schema().items()])
 
 
-def document_frame(lexical: LexicalShard, static: Mapping[DocId, Mapping[str, float]] | None = None) -> pl.DataFrame:
+def document_frame(
+    lexical: LexicalShard, static: Mapping[DocId, Mapping[str, float]] | None = None
+) -> pl.DataFrame:
     """Per-document offline values (doc_id, url, pagerank, body words, duplicate cluster)."""
     rows = []
     for doc in lexical.iter_stored():

@@ -46,7 +46,7 @@ class LtrRanker:
         ctx = self.context
         depth = int(ctx.options.get("depth", ctx.settings.search.candidate_k))
         started = time.perf_counter()
-        frame = collection_frame(ctx.dataset.root, ctx.settings, queries=queries, depth=depth)
+        frame = collection_frame(ctx.dataset.root, ctx.settings, queries=queries, depth=depth).frame
         self.report_extra["feature_seconds"] = round(time.perf_counter() - started, 2)
         self.report_extra["candidates_per_query"] = round(frame.height / max(1, len(queries)), 1)
         model_dir = ctx.options.get("model")
@@ -60,7 +60,7 @@ class LtrRanker:
             cv = cross_validate(frame, qrels, LtrParams(), folds=ctx.folds)
             scores = cv.scores
             self.report_extra["cv_seconds"] = round(cv.seconds, 2)
-            self.report_extra["best_iterations"] = [f.best_iteration for f in cv.folds]
+            self.report_extra["fold_rounds"] = [f.rounds for f in cv.folds]
             self.report_extra["fold_ndcg@10"] = [round(f.metrics["ndcg@10"], 4) for f in cv.folds]
         return {qid: _ranked(scores.get(qid, {}), k) for qid in queries}
 

@@ -41,6 +41,7 @@ from training.metrics import METRICS, evaluate_run
 logger = logging.getLogger(__name__)
 
 DEFAULT_FOLDS = 5
+DEFAULT_INNER_FOLDS = 4
 ProgressFn = Callable[[str, int, int], None]
 """(what, done, total)."""
 FullQrels = Mapping[str, Mapping[str, int]]
@@ -62,7 +63,8 @@ class LtrParams:
     early_stopping_rounds: int = 100
     truncation_level: int = 20
     eval_at: int = 10
-    threads: int = 2
+    threads: int = 1
+    """One thread: on a shared 2-core machine, OpenMP's spinning threads made 2 eight times slower."""
     seed: int = 0
 
     def lightgbm(self) -> dict[str, Any]:
@@ -88,21 +90,30 @@ class LtrParams:
 
 @dataclass(frozen=True, slots=True)
 class Split:
-    """One fold: which queries train, which stop training early, which are scored."""
+    """One outer fold: the queries a model may learn from, and the queries it is scored on."""
 
     fold: int
     train: tuple[str, ...]
-    valid: tuple[str, ...]
     test: tuple[str, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class Fit:
+    """A model trained on some queries, with how its number of rounds was chosen."""
+
+    booster: lgb.Booster
+    rounds: int
+    inner_best: tuple[int, ...]
+    """Best iteration of each inner fold (early stopping on that fold's validation part)."""
 
 
 @dataclass(frozen=True, slots=True)
 class FoldReport:
     fold: int
     train_queries: int
-    valid_queries: int
     test_queries: int
-    best_iteration: int
+    rounds: int
+    inner_best: tuple[int, ...]
     metrics: dict[str, float]
 
 
@@ -127,26 +138,24 @@ def query_folds(qids: Sequence[str], k: int = DEFAULT_FOLDS, *, seed: int = 0) -
 
 
 def cv_splits(qids: Sequence[str], k: int = DEFAULT_FOLDS, *, seed: int = 0) -> list[Split]:
-    """k splits; test = fold f, validation = fold f+1, train = the rest (needs k ≥ 3)."""
-    if k < 3:
-        raise ConfigError(f"folds={k}: need at least 3 (train, validation and test parts).")
+    """k outer splits of query ids: test = fold f, train = every other fold."""
+    if k < 2:
+        raise ConfigError(f"folds={k}: need at least 2.")
     fold = query_folds(qids, k, seed=seed)
     ordered = sorted(fold)
-    splits = []
-    for f in range(k):
-        valid_fold = (f + 1) % k
-        splits.append(
-            Split(
-                fold=f,
-                train=tuple(q for q in ordered if fold[q] not in (f, valid_fold)),
-                valid=tuple(q for q in ordered if fold[q] == valid_fold),
-                test=tuple(q for q in ordered if fold[q] == f),
-            )
+    return [
+        Split(
+            fold=f,
+            train=tuple(q for q in ordered if fold[q] != f),
+            test=tuple(q for q in ordered if fold[q] == f),
         )
-    return splits
+        for f in range(k)
+    ]
 
 
-def _dataset(frame: pl.DataFrame, qids: Sequence[str], *, reference: lgb.Dataset | None = None) -> lgb.Dataset:
+def _dataset(
+    frame: pl.DataFrame, qids: Sequence[str], *, reference: lgb.Dataset | None = None
+) -> lgb.Dataset:
     part = frame.filter(pl.col("qid").is_in(list(qids))).sort("qid", maintain_order=True)
     groups = part.group_by("qid", maintain_order=True).len()["len"].to_numpy()
     return lgb.Dataset(
@@ -186,7 +195,9 @@ def train_booster(
     return lgb.train(params.lightgbm(), train_set, num_boost_round=n), n
 
 
-def score_frame(frame: pl.DataFrame, predict: Callable[[np.ndarray], np.ndarray]) -> dict[str, dict[DocId, float]]:
+def score_frame(
+    frame: pl.DataFrame, predict: Callable[[np.ndarray], np.ndarray]
+) -> dict[str, dict[DocId, float]]:
     """qid → doc id → score for every row of ``frame``."""
     values = predict(frame.select(SCHEMA).to_numpy())
     out: dict[str, dict[DocId, float]] = {}
@@ -195,9 +206,34 @@ def score_frame(frame: pl.DataFrame, predict: Callable[[np.ndarray], np.ndarray]
     return out
 
 
-def metrics_of(scores: Mapping[str, Mapping[DocId, float]], qrels: FullQrels, qids: Sequence[str]) -> dict[str, float]:
+def metrics_of(
+    scores: Mapping[str, Mapping[DocId, float]], qrels: FullQrels, qids: Sequence[str]
+) -> dict[str, float]:
     run = {q: {str(d): s for d, s in scores.get(q, {}).items()} for q in qids}
     return evaluate_run(run, {q: qrels.get(q, {}) for q in qids}).means
+
+
+def fit(
+    frame: pl.DataFrame,
+    qids: Sequence[str],
+    params: LtrParams,
+    *,
+    inner_folds: int = DEFAULT_INNER_FOLDS,
+    seed: int = 0,
+) -> Fit:
+    """Train on ``qids`` only: inner CV picks the rounds, then one model on all of them.
+
+    Each inner fold trains on the other inner folds and early-stops on its own
+    validation part; the mean best iteration is the number of rounds of the final model
+    (a single early-stopping split of a few dozen queries is too noisy to trust alone).
+    """
+    inner_best: list[int] = []
+    for split in cv_splits(qids, inner_folds, seed=seed + 1):
+        _, best = train_booster(frame, split.train, split.test, params)
+        inner_best.append(best)
+    rounds = max(1, round(float(np.mean(inner_best))))
+    booster, _ = train_booster(frame, qids, None, params, rounds=rounds)
+    return Fit(booster, rounds, tuple(inner_best))
 
 
 def cross_validate(
@@ -206,24 +242,31 @@ def cross_validate(
     params: LtrParams,
     *,
     folds: int = DEFAULT_FOLDS,
+    inner_folds: int = DEFAULT_INNER_FOLDS,
     seed: int = 0,
     on_progress: ProgressFn | None = None,
 ) -> CvResult:
     """k-fold CV by query: each query scored only by the model of the fold that held it out."""
     started = time.perf_counter()
-    qids = list(dict.fromkeys(frame["qid"].to_list()))
-    qids = [q for q in qids if qrels.get(q)]
+    judged = [q for q in dict.fromkeys(frame["qid"].to_list()) if qrels.get(q)]
     result = CvResult(folds=[])
-    for split in cv_splits(qids, folds, seed=seed):
-        booster, best = train_booster(frame, split.train, split.valid, params)
+    for split in cv_splits(judged, folds, seed=seed):
+        model = fit(frame, split.train, params, inner_folds=inner_folds, seed=seed)
         test = frame.filter(pl.col("qid").is_in(list(split.test)))
-        scores = score_frame(test, lambda x, b=booster, n=best: b.predict(x, num_iteration=n))
+        scores = score_frame(test, model.booster.predict)
         result.scores.update(scores)
         metrics = metrics_of(scores, qrels, split.test)
         result.folds.append(
-            FoldReport(split.fold, len(split.train), len(split.valid), len(split.test), best, metrics)
+            FoldReport(
+                split.fold,
+                len(split.train),
+                len(split.test),
+                model.rounds,
+                model.inner_best,
+                metrics,
+            )
         )
-        logger.info("fold %d: best iteration %d, nDCG@10 %.4f", split.fold, best, metrics["ndcg@10"])
+        logger.info("fold %d: %d rounds, nDCG@10 %.4f", split.fold, model.rounds, metrics["ndcg@10"])
         if on_progress is not None:
             on_progress("cross-validation", split.fold + 1, folds)
     result.seconds = time.perf_counter() - started
@@ -260,9 +303,10 @@ def train_ltr(
     params = params or LtrParams()
     started = time.perf_counter()
     cv = cross_validate(frame, qrels, params, folds=folds, seed=seed, on_progress=on_progress)
-    rounds = max(1, round(float(np.mean([f.best_iteration for f in cv.folds]))))
     qids = [q for q in dict.fromkeys(frame["qid"].to_list()) if qrels.get(q)]
-    booster, _ = train_booster(frame, qids, None, params, rounds=rounds)
+    final = fit(frame, qids, params, seed=seed)
+    rounds = final.rounds
+    booster = final.booster
     if on_progress is not None:
         on_progress("final model", 1, 1)
     card = {
@@ -280,7 +324,8 @@ def train_ltr(
         "cv": {
             "folds": folds,
             "seed": seed,
-            "split": "by query: test = fold f, early-stopping validation = fold f+1, train = the rest",
+            "split": "by query: test = fold f; train = the other folds, whose own inner "
+            f"{DEFAULT_INNER_FOLDS}-fold CV (early stopping) picks the rounds",
             "per_fold": [dataclasses.asdict(f) for f in cv.folds],
             "means": cv.means(),
         },

@@ -7,6 +7,7 @@ from typing import Annotated
 from fastapi import APIRouter, Query, Request, Response
 
 from api import metrics
+from api.routes import experiments
 from api.deps import SearchDep
 from api.schemas import ErrorModel, SearchResponseModel
 from core.errors import QueryError
@@ -81,17 +82,23 @@ def search(
     reject_unknown_params(request, SEARCH_PARAMS)
     if cursor is None and q is None:
         raise QueryError("Parameter 'q' is required (or 'cursor' to continue a search).")
-    response = service.search(
-        q,
-        page=page,
-        size=size,
-        ranker=ranker,
-        cursor=cursor,
-        explain=explain,
-        site=site,
-        lang=lang,
-        filetype=filetype,
+    outcome = experiments.search_with_experiments(
+        request,
+        lambda chosen: service.search(
+            q,
+            page=page,
+            size=size,
+            ranker=chosen,
+            cursor=cursor,
+            explain=explain,
+            site=site,
+            lang=lang,
+            filetype=filetype,
+        ),
+        forced_ranker=ranker,  # an explicit ?ranker= is logged outside any experiment
     )
+    response = outcome.response
     record_search(response)
-    body = SearchResponseModel.from_domain(response).model_dump_json()
-    return Response(body, media_type="application/json")
+    http = Response(SearchResponseModel.from_domain(response).model_dump_json(), media_type="application/json")
+    outcome.apply(http)
+    return http

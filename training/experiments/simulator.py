@@ -135,12 +135,13 @@ def ab_metrics(clicks: NDArray[np.bool_], valid: NDArray[np.bool_]) -> dict[str,
     """The analysis module's four A/B metrics, one impression = one user."""
     n_clicks: NDArray[np.float64] = np.asarray(clicks.sum(axis=1), dtype=np.float64)
     ones = np.ones(clicks.shape[0])
-    has = clicks.any(axis=1)
+    has: NDArray[np.bool_] = np.asarray(clicks.any(axis=1))
+    abandoned: NDArray[np.float64] = np.asarray(~has, dtype=np.float64)
     rr: NDArray[np.float64] = np.where(has, 1.0 / (np.argmax(clicks, axis=1) + 1), 0.0)
     return {
         "ctr": ratio_estimate(n_clicks, np.asarray(valid.sum(axis=1), dtype=np.float64)),
         "clicks_per_query": ratio_estimate(n_clicks, ones),
-        "abandonment": ratio_estimate((~has).astype(np.float64), ones),
+        "abandonment": ratio_estimate(abandoned, ones),
         "mrr_clicks": ratio_estimate(rr, ones),
     }
 

@@ -5,6 +5,7 @@ URL acknowledged before the kill is never fetched again. The crawl runs as a rea
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import os
 import signal
@@ -75,6 +76,20 @@ def _command(servers: list[HostServer], data: Path) -> list[str]:
     ]
 
 
+@contextlib.contextmanager
+def _crawl_process(servers: list[HostServer], data: Path) -> Iterator[subprocess.Popen[bytes]]:
+    """A crawl process that is killed if the test fails while it still runs."""
+    process = subprocess.Popen(
+        _command(servers, data), cwd=REPO, env=_env(), stdout=subprocess.PIPE, stderr=subprocess.PIPE
+    )
+    try:
+        yield process
+    finally:
+        if process.poll() is None:
+            process.kill()
+            process.wait(timeout=10)
+
+
 def _done_urls(data: Path) -> set[str]:
     conn = sqlite3.connect(data / "frontier.sqlite")
     try:
@@ -111,17 +126,15 @@ def test_sigkill_then_resume_gives_the_same_documents(servers: list[HostServer],
 
     _clear(servers)
     data = tmp_path / "killed"
-    process = subprocess.Popen(
-        _command(servers, data), cwd=REPO, env=_env(), stdout=subprocess.PIPE, stderr=subprocess.PIPE
-    )
-    deadline = time.monotonic() + 20
-    while time.monotonic() < deadline:
-        if (data / "frontier.sqlite").exists() and len(_done_urls(data)) >= 20:
-            break
-        assert process.poll() is None, process.communicate()
-        time.sleep(0.02)
-    process.send_signal(signal.SIGKILL)
-    process.wait(timeout=10)
+    with _crawl_process(servers, data) as process:
+        deadline = time.monotonic() + 20
+        while time.monotonic() < deadline:
+            if (data / "frontier.sqlite").exists() and len(_done_urls(data)) >= 20:
+                break
+            assert process.poll() is None, process.communicate()
+            time.sleep(0.02)
+        process.send_signal(signal.SIGKILL)
+        process.wait(timeout=10)
     assert process.returncode == -signal.SIGKILL
     acknowledged = _done_urls(data)
     assert 20 <= len(acknowledged) < 3 * PAGES_PER_HOST
@@ -138,16 +151,14 @@ def test_sigkill_then_resume_gives_the_same_documents(servers: list[HostServer],
 
 def test_sigint_stops_gracefully_and_resume_completes(servers: list[HostServer], tmp_path: Path) -> None:
     data = tmp_path / "interrupted"
-    process = subprocess.Popen(
-        _command(servers, data), cwd=REPO, env=_env(), stdout=subprocess.PIPE, stderr=subprocess.PIPE
-    )
-    deadline = time.monotonic() + 20
-    while time.monotonic() < deadline:
-        if (data / "frontier.sqlite").exists() and len(_done_urls(data)) >= 10:
-            break
-        time.sleep(0.02)
-    process.send_signal(signal.SIGINT)
-    stdout, stderr = process.communicate(timeout=20)
+    with _crawl_process(servers, data) as process:
+        deadline = time.monotonic() + 20
+        while time.monotonic() < deadline:
+            if (data / "frontier.sqlite").exists() and len(_done_urls(data)) >= 10:
+                break
+            time.sleep(0.02)
+        process.send_signal(signal.SIGINT)
+        stdout, stderr = process.communicate(timeout=20)
     assert process.returncode == 0, stderr.decode()[-2000:]
     summary = json.loads(stdout)
     assert summary["stopped"] is True and summary["pending"] > 0

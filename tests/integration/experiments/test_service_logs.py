@@ -187,3 +187,40 @@ def test_logs_survive_a_restart_with_nothing_lost_or_duplicated(index_dir: Path,
             impressions.column("teams").to_pylist(), impressions.column("doc_ids").to_pylist(), strict=True
         )
     )
+
+
+AB_EXPERIMENTS = """
+[experiments.split]
+salt = "split-1"
+start = 2020-01-01T00:00:00Z
+variants = [
+  { name = "control", ranker = "bm25", weight = 1 },
+  { name = "treat", ranker = "bm25", weight = 1 },
+]
+"""
+
+
+def test_ab_users_stay_in_their_bucket_across_requests(index_dir: Path, tmp_path: Path) -> None:
+    from training.experiments.online import ExperimentBook
+
+    (tmp_path / "experiments.toml").write_text(AB_EXPERIMENTS)
+    settings = Settings(
+        experiments=ExperimentSettings(
+            experiments_file=tmp_path / "experiments.toml", log_dir=tmp_path / "logs"
+        )
+    )
+    users = [f"user-{i}" for i in range(12)]
+    with ServerThread(create_experiment_app(settings, index_dir=index_dir)) as server:
+        with httpx.Client(base_url=server.url, timeout=10) as c:
+            for _ in range(3):
+                for u in users:
+                    r = c.get("/v1/search", params={"q": "python"}, headers={"X-Trawl-User": u})
+                    assert r.status_code == 200
+    impressions = read_log(tmp_path / "logs" / "impressions", IMPRESSION_SCHEMA).to_pylist()
+    expected = ExperimentBook.load(tmp_path / "experiments.toml").get("split")
+    seen: dict[str, set[str]] = {}
+    for row in impressions:
+        assert row["experiment"] == "split"
+        seen.setdefault(row["unit_id"], set()).add(row["variant"])
+    assert seen == {u: {expected.bucket(u).name} for u in users}  # type: ignore[union-attr]
+    assert len({v for vs in seen.values() for v in vs}) == 2

@@ -106,7 +106,7 @@ def test_killed_backfill_resumes_without_recomputing(tmp_path: Path, embedder: E
     assert shard.doc_ids() == {d.doc_id for d in docs}
     assert current_version(index, 0) == version_name(embedder.model_id)
     # The vectors are the model's: a document's own text finds it first.
-    probe = docs[123]
+    probe = docs[77]
     hit = shard.search(embedder.encode([f"{probe.title}. {probe.body}"])[0], 1)[0]
     assert hit.doc_id == probe.doc_id and hit.score > 0.999
 

@@ -52,6 +52,9 @@ def test_later_versions_supersede_earlier(tmp_path: Path) -> None:
     ]
     assert len(store) == 3
     assert [d.title for d in store.iter_documents("seg-000001.parquet")] == ["old", "T"]
+    assert {u: d.title for u, d in store.documents_by_url(["http://a/1", "http://a/x"]).items()} == {
+        "http://a/1": "new"
+    }
     frame = store.latest_frame(["url", "title"])
     assert frame.rows() == [
         (doc_id_for("http://a/2"), "http://a/2", "T"),

@@ -1,0 +1,51 @@
+"""The serving stages this package adds: ``serving_stages(settings)`` for ``api.app``.
+
+The app asks for them at start-up; a missing model is not an error (a fresh checkout
+serves BM25 and fusion), a broken one is (``ModelLoadError``): serving silently
+without the ranker someone configured would hide the problem.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+
+from core.settings import Settings
+from rerank.feature_log import FeatureLogger
+from rerank.ltr import CARD_FILE, LtrModel, LtrStage
+from retrieval.ranking import RankStage
+
+logger = logging.getLogger(__name__)
+
+DEFAULT_MODEL = Path("models") / "ltr" / "default"
+REPO_ROOT = Path(__file__).resolve().parent.parent
+
+
+def default_model_dir(bases: Sequence[Path] | None = None) -> Path | None:
+    """``models/ltr/default`` under the first of ``bases`` that has one.
+
+    Default bases: the working directory, then the checkout.
+    """
+    for base in bases if bases is not None else (Path.cwd(), REPO_ROOT):
+        candidate = base / DEFAULT_MODEL
+        if (candidate / CARD_FILE).exists():
+            return candidate
+    return None
+
+
+def serving_stages(settings: Settings, *, bases: Sequence[Path] | None = None) -> Mapping[str, RankStage]:
+    """``{"ltr": LtrStage}`` when a model is configured or packaged, else ``{}``."""
+    rank = settings.rank
+    model_dir = rank.ltr_model or default_model_dir(bases)
+    if model_dir is None:
+        logger.info("no LTR model (set TRAWL_RANK__LTR_MODEL or train models/ltr/default)")
+        return {}
+    model = LtrModel.load(model_dir)
+    feature_log = (
+        FeatureLogger(rank.feature_log_dir, sample_rate=rank.feature_log_rate)
+        if rank.feature_log_dir is not None and rank.feature_log_rate > 0
+        else None
+    )
+    logger.info("serving LTR model %s from %s", model.model_id, model_dir)
+    return {"ltr": LtrStage(model, feature_log=feature_log, user_lang=rank.user_lang)}

@@ -1,0 +1,50 @@
+"""``trawl train ltr`` then ``trawl eval --ranker ltr --model`` on a real collection (slow)."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from rerank.features import SCHEMA
+from rerank.ltr import LtrModel
+
+REPO = Path(__file__).resolve().parents[3]
+
+
+def _trawl(*args: str) -> subprocess.CompletedProcess[str]:
+    # The repository's data/ keeps the evaluation caches (vectors, feature frames).
+    return subprocess.run(
+        [sys.executable, "-m", "api.cli", *args],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=900,
+        env={**os.environ, "COLUMNS": "200"},
+    )
+
+
+@pytest.mark.slow
+def test_train_then_evaluate_a_saved_model(eval_dir: Path, tmp_path: Path) -> None:
+    out = tmp_path / "cisi-ltr"
+    proc = _trawl("train", "ltr", "--dataset", str(eval_dir / "cisi"), "--out", str(out), "--folds", "3")
+    assert proc.returncode == 0, proc.stderr
+    model = LtrModel.load(out)
+    card = model.card
+    assert card["features"] == list(SCHEMA)
+    assert [d["dataset"] for d in card["data"]] == ["cisi"]
+    assert card["queries"] == 76 and len(card["cv"]["per_fold"]) == 3
+    assert "cross-validation" in proc.stderr and "wrote" in proc.stderr
+    proc = _trawl(
+        "eval", "--dataset", str(eval_dir / "cisi"), "--ranker", "ltr", "--model", str(out), "--json"
+    )
+    assert proc.returncode == 0, proc.stderr
+    result = json.loads(proc.stdout)
+    assert result["model"] == model.model_id
+    # Scored by a model trained on these very queries: well above BM25 (.4027) — a smoke
+    # test of the --model path, not a relevance claim.
+    assert result["ndcg@10"] > 0.45

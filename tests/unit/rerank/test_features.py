@@ -1,0 +1,218 @@
+"""Feature values on a hand-built example, and the fast paths against slow references."""
+
+from __future__ import annotations
+
+import math
+import random
+
+import numpy as np
+import pytest
+
+from core.types import DocId, Query
+from rerank.features import (
+    INDEX,
+    SCHEMA,
+    FeatureContext,
+    compute_features,
+    fast_analyze,
+    min_window,
+    prf_similarity,
+    url_depth,
+)
+from retrieval.analyzer import parse_query
+from retrieval.hybrid import Candidate
+from retrieval.lexical import StoredDoc
+from retrieval.tokenizer import analyze
+
+NOW = 1_700_000_000.0
+DAY = 86_400.0
+
+
+def _doc(doc_id: int, url: str, title: str, body: str, **extra: object) -> StoredDoc:
+    values: dict[str, object] = {
+        "doc_id": DocId(doc_id),
+        "url": url,
+        "title": title,
+        "body": body,
+        "headings": (),
+        "description": "",
+        "external_id": "",
+        "host": "",
+        "lang": "en",
+        "filetype": "html",
+    }
+    values.update(extra)
+    return StoredDoc(**values)  # type: ignore[arg-type]
+
+
+def _example() -> tuple[Query, list[Candidate], dict[DocId, StoredDoc]]:
+    query = parse_query('wing slipstream "propeller wash"')
+    docs = {
+        DocId(1): _doc(
+            1,
+            "https://a.org/aero/wings/1.html",
+            "Wing in a slipstream",
+            "The wing was tested in the propeller wash behind the engine, then the slipstream grew.",
+            headings=("Slipstream effects",),
+            anchors=("wing study",),
+            pagerank=2.5,
+            published_at=NOW - 10 * DAY,
+            dup_cluster_size=3,
+        ),
+        DocId(2): _doc(
+            2,
+            "https://b.org/",
+            "Cooking",
+            "Nothing about aircraft here at all.",
+            lang="de",
+            fetched_at=NOW - 2 * DAY,
+        ),
+    }
+    candidates = [
+        Candidate(
+            DocId(1), 0, 8.0, 0.6, 1, 2, (("title", 3.0), ("headings", 1.0), ("body", 6.0), ("anchors", 0.5))
+        ),
+        Candidate(
+            DocId(2),
+            0,
+            None,
+            0.8,
+            None,
+            1,
+            (("title", 0.0), ("headings", 0.0), ("body", 0.0), ("anchors", 0.0)),
+        ),
+    ]
+    return query, candidates, docs
+
+
+def test_feature_values_on_a_hand_built_example() -> None:
+    query, candidates, docs = _example()
+    m = compute_features(query, candidates, docs, context=FeatureContext(now_s=NOW))
+    assert m.doc_ids == (1, 2)
+    assert m.values.shape == (2, len(SCHEMA))
+    a, b = m.row(DocId(1)), m.row(DocId(2))
+    # terms: wing, slipstream; phrase: propel wash → 4 distinct query terms
+    assert a["query_terms"] == 4 and b["query_terms"] == 4
+    assert a["bm25"] == 8.0 and math.isnan(b["bm25"])
+    assert a["bm25_ratio"] == 1.0 and math.isnan(b["bm25_ratio"])
+    assert (a["bm25_title"], a["bm25_headings"], a["bm25_body"], a["bm25_anchors"]) == (3.0, 1.0, 6.0, 0.5)
+    assert a["bm25_fields_ratio"] == 1.0 and b["bm25_fields_ratio"] == 0.0
+    assert a["cosine"] == 0.6 and a["cosine_gap"] == pytest.approx(-0.2) and b["cosine_gap"] == 0.0
+    assert (a["lexical_rank"], a["vector_rank"]) == (1.0, 2.0)
+    assert math.isnan(b["lexical_rank"]) and b["vector_rank"] == 1.0
+    assert a["rrf"] == pytest.approx(1 / 61 + 1 / 62) and b["rrf"] == pytest.approx(1 / 61)
+    # title "wing slipstream" (2 of 4 terms), headings "slipstream effect", anchors "wing studi"
+    assert a["coverage_title"] == 0.5
+    assert a["coverage_headings"] == 0.25
+    assert a["coverage_anchors"] == 0.25
+    assert a["coverage_body"] == 1.0  # wing, propel, wash, slipstream all in the body
+    assert b["coverage_body"] == 0.0 and b["coverage_title"] == 0.0
+    assert a["phrase_match"] == 1.0 and b["phrase_match"] == 0.0
+    # query bigrams: (wing, slipstream), (slipstream, propel), (propel, wash);
+    # title+body has "wing slipstream" (title) and "propel wash"
+    assert a["bigram_match"] == pytest.approx(2 / 3)
+    # title+body tokens: wing slipstream | wing test propel wash behind engin slipstream grew
+    assert (a["min_window"], a["window_density"]) == (5.0, 4 / 5)  # wing test propel wash behind engin slip…
+    assert math.isnan(b["min_window"]) and math.isnan(b["window_density"])
+    assert a["title_match_ratio"] == 1.0 and b["title_match_ratio"] == 0.0
+    assert a["doc_words"] == 15 and b["doc_words"] == 6
+    assert a["title_words"] == 2 and b["title_words"] == 1
+    assert (a["url_depth"], b["url_depth"]) == (3.0, 0.0)
+    assert (a["pagerank"], b["pagerank"]) == (2.5, 0.0)
+    assert a["age_days"] == pytest.approx(10.0) and b["age_days"] == pytest.approx(2.0)
+    assert (a["lang_match"], b["lang_match"]) == (1.0, 0.0)
+    assert (a["dup_cluster_size"], b["dup_cluster_size"]) == (3.0, 1.0)
+
+
+def test_missing_document_keeps_retrieval_features_only() -> None:
+    query, candidates, docs = _example()
+    m = compute_features(query, candidates, {DocId(1): docs[DocId(1)]}, context=FeatureContext(now_s=None))
+    b = m.row(DocId(2))
+    assert b["vector_rank"] == 1.0 and b["query_terms"] == 4.0
+    assert all(math.isnan(b[n]) for n in ("coverage_body", "doc_words", "pagerank", "prf_top5"))
+    assert math.isnan(m.row(DocId(1))["age_days"])  # no clock, no age
+
+
+def test_no_candidates_gives_an_empty_matrix() -> None:
+    m = compute_features(parse_query("wing"), [], {})
+    assert m.doc_ids == () and m.values.shape == (0, len(SCHEMA))
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "The Flows of Air can't stop",
+        "it's 3D-printed: 1000s of wings'' rock'n'roll _under_score",
+        "a" * 70 + " long tokens are dropped x" * 3,
+        "Café naïve façade — Ünïcödé goes the slow path",
+        "THE AND OF to be or NOT",
+        "",
+    ],
+)
+def test_fast_analyze_equals_analyze(text: str) -> None:
+    assert fast_analyze(text) == analyze(text)
+
+
+def test_fast_analyze_equals_analyze_on_random_ascii() -> None:
+    rng = random.Random(5)
+    alphabet = "abcdefghij KLM'’-_.,0129\n\t"
+    for _ in range(300):
+        text = "".join(rng.choice(alphabet) for _ in range(rng.randrange(0, 60)))
+        assert fast_analyze(text) == analyze(text), text
+
+
+def _slow_min_window(tokens: list[str], wanted: frozenset[str]) -> tuple[int, int]:
+    present = {t for t in tokens if t in wanted}
+    if not present:
+        return 0, 0
+    best = len(tokens)
+    for i in range(len(tokens)):
+        for j in range(i, len(tokens)):
+            if present <= set(tokens[i : j + 1]):
+                best = min(best, j - i + 1)
+                break
+    return best, len(present)
+
+
+def test_min_window_matches_a_brute_force_reference() -> None:
+    rng = random.Random(1)
+    for _ in range(300):
+        tokens = [rng.choice("abcdefg") for _ in range(rng.randrange(0, 25))]
+        wanted = frozenset(rng.sample("abcxyz", 3))
+        assert min_window(tokens, wanted) == _slow_min_window(tokens, wanted)
+
+
+def test_prf_similarity_prefers_documents_like_the_top_ones() -> None:
+    texts = [
+        ["wing", "lift", "flow"],
+        ["wing", "lift", "drag"],
+        ["wing", "lift", "flow", "drag"],
+        ["bread", "dough"],
+        None,
+    ]
+    first_stage = np.array([0.9, 0.8, 0.1, 0.05, 0.5])
+    (top2,) = prf_similarity(texts, first_stage, tops=[2])
+    # doc 2 shares everything with the top two; doc 3 nothing; doc 4 has no text.
+    assert top2[2] > 0.5 > top2[3] == 0.0
+    assert math.isnan(top2[4])
+    # leave-one-out: doc 0 is compared with doc 1 only (and the other way round), symmetric.
+    assert top2[0] == pytest.approx(top2[1])
+
+
+@pytest.mark.parametrize(
+    ("url", "depth"),
+    [
+        ("https://a.org", 0),
+        ("https://a.org/", 0),
+        ("https://a.org/x/y.html?q=1#f", 2),
+        ("https://a.org/x/", 1),
+        ("beir://cisi/12", 1),
+    ],
+)
+def test_url_depth(url: str, depth: int) -> None:
+    assert url_depth(url) == depth
+
+
+def test_schema_is_fixed_and_indexed() -> None:
+    assert len(SCHEMA) == len(set(SCHEMA)) == len(INDEX)
+    assert SCHEMA[:2] == ("bm25", "bm25_ratio") and SCHEMA[-1] == "prf_top20"
