@@ -99,6 +99,8 @@ def search(
     )
     response = outcome.response
     record_search(response)
-    http = Response(SearchResponseModel.from_domain(response).model_dump_json(), media_type="application/json")
+    http = Response(
+        SearchResponseModel.from_domain(response).model_dump_json(), media_type="application/json"
+    )
     outcome.apply(http)
     return http

@@ -10,20 +10,26 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import logging
 import math
 from pathlib import Path
 from typing import Annotated, Any
 from urllib.parse import urlencode
 
 from fastapi import APIRouter, Query, Request
-from fastapi.responses import HTMLResponse
+from fastapi.responses import HTMLResponse, RedirectResponse, Response
 from fastapi.staticfiles import StaticFiles
 from fastapi.templating import Jinja2Templates
 from markupsafe import Markup
 
 from api.deps import SearchDep
+from api.routes import experiments
+from api.routes.documents import DocumentNotFound
+from core.types import DocId
+from training.experiments.runtime import BadClick, UnknownImpression
 from core.errors import ConfigError, QueryError
 
+logger = logging.getLogger(__name__)
 WEB = Path(__file__).resolve().parent.parent / "web"
 router = APIRouter(include_in_schema=False)
 templates = Jinja2Templates(directory=str(WEB / "templates"))
@@ -33,6 +39,15 @@ EXPLAIN_DEPTH = 100
 
 def _safe_href(url: str) -> str | None:
     return url if url.lower().startswith(("http://", "https://")) else None
+
+
+def _click_href(impression_id: str | None, position: int, doc_id: int, url: str) -> str | None:
+    """A result link: through ``/r`` (click logging, no JavaScript) when the search was logged."""
+    if _safe_href(url) is None:
+        return None
+    if impression_id is None:
+        return url
+    return "/r?" + urlencode({"i": impression_id, "p": position, "d": str(int(doc_id))})
 
 
 def _as_int(value: str, default: int) -> int:
@@ -61,17 +76,23 @@ def search_page(
         **filters,
     }
     status = 200
+    outcome: experiments.ExperimentOutcome | None = None
     if q.strip():
         try:
-            response = service.search(
-                q,
-                page=_as_int(page, 0),
-                size=service.settings.default_page_size,
-                ranker=ranker or None,
-                site=site or None,
-                lang=lang or None,
-                filetype=filetype or None,
+            outcome = experiments.search_with_experiments(
+                request,
+                lambda chosen: service.search(
+                    q,
+                    page=_as_int(page, 0),
+                    size=service.settings.default_page_size,
+                    ranker=chosen,
+                    site=site or None,
+                    lang=lang or None,
+                    filetype=filetype or None,
+                ),
+                forced_ranker=ranker or None,
             )
+            response = outcome.response
         except QueryError as exc:
             context["error"] = str(exc)
             status = 400
@@ -88,18 +109,21 @@ def search_page(
                     {
                         "title": hit.title,
                         "url": hit.url,
-                        "href": _safe_href(hit.url),
+                        "href": _click_href(outcome.impression_id, position, hit.doc_id, hit.url),
                         "snippet": Markup(hit.snippet),
                         "explain_url": "/explain?"
                         + urlencode({"q": q, "doc_id": str(int(hit.doc_id)), **kept}),
                     }
-                    for hit in response.hits
+                    for position, hit in enumerate(response.hits, start=1)
                 ],
                 prev_url=page_url(response.page - 1) if response.page > 1 else None,
                 next_url=page_url(response.page + 1) if response.page < pages else None,
                 pages=pages,
             )
-    return templates.TemplateResponse(request, "search.html", context, status_code=status)
+    page_response = templates.TemplateResponse(request, "search.html", context, status_code=status)
+    if outcome is not None:
+        outcome.apply(page_response)
+    return page_response
 
 
 def _format(value: Any) -> str:
@@ -203,3 +227,31 @@ def hosts_page(request: Request) -> HTMLResponse:
     else:
         context["hosts"] = [dataclasses.asdict(h) for h in host_health(Path(crawl_data))]
     return templates.TemplateResponse(request, "hosts.html", context)
+
+
+@router.get("/r")
+def click_redirect(
+    request: Request,
+    service: SearchDep,
+    i: Annotated[str, Query(max_length=64)],
+    p: Annotated[int, Query(ge=1, le=1000)],
+    d: Annotated[str, Query(max_length=24)],
+) -> Response:
+    """Log a click on a result of the page, then send the browser to the result.
+
+    The target comes from the index (by doc id), never from the request, so this is
+    not an open redirect; a click that does not match its impression is not logged
+    but the visitor still gets to the page.
+    """
+    if not d.isdigit():
+        raise QueryError("d must be a document id.")
+    doc = service.document(DocId(int(d)))
+    if doc is None or _safe_href(doc.url) is None:
+        raise DocumentNotFound(f"No document {d} in generation {service.generation.id}.")
+    runtime = experiments.get_runtime(request)
+    if runtime is not None:
+        try:
+            runtime.record_click(impression_id=i, doc_id=int(d), position=p)
+        except (UnknownImpression, BadClick) as exc:
+            logger.info("click not logged: %s", exc)
+    return RedirectResponse(doc.url, status_code=303)

@@ -194,3 +194,26 @@ def test_second_identical_query_is_served_from_cache(client: httpx.Client) -> No
     metrics = client.get("/metrics").text
     assert 'trawl_query_cache_total{result="hit"}' in metrics
     assert "trawl_query_seconds_bucket" in metrics
+
+
+def test_result_links_log_the_click_then_redirect(client: httpx.Client) -> None:
+    import re
+
+    page = client.get("/", params={"q": "generators"})
+    assert page.headers.get("x-trawl-impression")
+    links = re.findall(r'<h2><a href="(/r\?[^"]+)"', page.text)
+    assert links, page.text[:500]
+    target = client.get(links[0].replace("&amp;", "&"), follow_redirects=False)
+    assert target.status_code == 303
+    assert target.headers["location"] == "https://wiki.python.org/moin/Generators"
+    api = client.get("/v1/search", params={"q": "generators"})
+    impression = api.headers["x-trawl-impression"]
+    doc_id = api.json()["results"][0]["doc_id"]
+    ok = client.post("/v1/click", json={"impression_id": impression, "doc_id": doc_id, "position": 1})
+    assert ok.status_code == 202 and ok.json()["click_id"]
+    wrong = client.post("/v1/click", json={"impression_id": impression, "doc_id": doc_id, "position": 2})
+    assert wrong.status_code == 400
+    # The redirect target comes from the index: an unknown document is a 404, not a redirect.
+    assert (
+        client.get("/r", params={"i": "x", "p": 1, "d": "12345"}, follow_redirects=False).status_code == 404
+    )
