@@ -7,8 +7,8 @@ from typing import Annotated
 from fastapi import APIRouter, Query, Request, Response
 
 from api import metrics
-from api.routes import experiments
 from api.deps import SearchDep
+from api.routes import experiments
 from api.schemas import ErrorModel, SearchResponseModel
 from core.errors import QueryError
 from core.types import SearchResponse

@@ -25,9 +25,9 @@ from markupsafe import Markup
 from api.deps import SearchDep
 from api.routes import experiments
 from api.routes.documents import DocumentNotFound
+from core.errors import ConfigError, QueryError
 from core.types import DocId
 from training.experiments.runtime import BadClick, UnknownImpression
-from core.errors import ConfigError, QueryError
 
 logger = logging.getLogger(__name__)
 WEB = Path(__file__).resolve().parent.parent / "web"
