@@ -168,14 +168,20 @@ def inspect_command(
     url: Annotated[str, typer.Argument(help="The URL to explain.")],
     data: Annotated[Path, typer.Option("--data", help="Crawl data directory.")],
     json_out: Annotated[bool, typer.Option("--json", help="Print the report as JSON on stdout.")] = False,
+    index: Annotated[
+        Path | None, typer.Option("--index", help="Index root: also say whether and where it is indexed.")
+    ] = None,
 ) -> None:
-    """Explain what the crawl knows about URL: canonical form, robots, state, history, duplicates.
+    """Explain what the crawl knows about URL: canonical form, robots, state, history, duplicates,
+    and (with --index) whether it is in the serving generation and in which shard.
 
     Example: trawl inspect "http://127.0.0.1:8000/library/os.html?utm_source=x" --data data/crawl
     """
     report = inspect_url(url, data, user_agent=Settings().crawl.user_agent)
+    indexed = _indexed(report.canonical_url, index) if index is not None and report.canonical_url else None
     if json_out:
         payload = {
+            "indexed": indexed,
             "url": report.url,
             "canonical_url": report.canonical_url,
             "doc_id": report.doc_id,
@@ -217,6 +223,8 @@ def inspect_command(
             value = report.state.get(key)
             if value not in (None, "", 0):
                 table.add_row(key, str(value))
+    if indexed is not None:
+        table.add_row("indexed", indexed)
     if report.dup_of:
         table.add_row("duplicate of", report.dup_of)
     if report.cluster:
@@ -229,6 +237,22 @@ def inspect_command(
             f"({entry['bytes']} bytes, {entry['elapsed_s']:.2f} s)",
         )
     out.print(table)
+
+
+def _indexed(canonical_url: str, index: Path) -> str:
+    """Whether the serving generation of ``index`` holds the URL, and where."""
+    from core.settings import SearchSettings
+    from retrieval.search import SearchService
+
+    service = SearchService.open(index, SearchSettings(use_vectors=False, cache_entries=0))
+    try:
+        located = service.locate_url(canonical_url)
+        generation = service.generation.id
+    finally:
+        service.close()
+    if located is None:
+        return f"no (generation {generation})"
+    return f"yes: doc {int(located[0])}, shard {located[1]}, generation {generation}"
 
 
 def register(app: typer.Typer) -> None:

@@ -199,10 +199,13 @@ def main() -> None:
     parser.add_argument("--rankers", default="bm25,hybrid,ltr")
     parser.add_argument("--workers", type=int, default=1, help="uvicorn worker processes")
     parser.add_argument("--passage-words", type=int, default=96)
+    parser.add_argument("--build-only", action="store_true", help="build and embed the index, then stop")
     args = parser.parse_args()
 
     root = REPO / "data" / "bench" / f"serving-{args.docs}-{args.shards}"
     build(root, args.docs, args.shards, args.passage_words)
+    if args.build_only:
+        return
     qs = queries()
     port = free_port()
     env = {

@@ -171,12 +171,14 @@ class DocStore:
 
     def documents_by_url(self, urls: Collection[str]) -> dict[str, Document]:
         """The latest version of the documents with these URLs (reads only matching rows)."""
-        wanted = pl.Series(list(urls), dtype=pl.String())
+        wanted = set(urls)
         found: dict[str, Document] = {}
         for name in self.segments():
-            frame = self._read(name).filter(pl.col("url").is_in(wanted))
-            for doc in _rows_to_documents(frame):
-                found[doc.url] = doc
+            urls_in_segment = pl.read_parquet(self.root / name, columns=["url"])["url"].to_list()
+            rows = [row for row, url in enumerate(urls_in_segment) if url in wanted]
+            if rows:
+                for doc in _rows_to_documents(self._read(name)[rows]):
+                    found[doc.url] = doc
         return found
 
     def latest_frame(self, columns: Sequence[str]) -> pl.DataFrame:

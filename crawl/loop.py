@@ -118,8 +118,8 @@ class Crawler:
         self._stopped = False
         self._docs: list[Document] = []
         self._edges: list[Edge] = []
-        self._last_flush = time.monotonic()
         self._frontier: Frontier | None = None
+        self._warc: WarcSink | None = None
 
     def request_stop(self) -> None:
         """Finish the fetches in flight, store everything, and return (Ctrl-C)."""
@@ -179,7 +179,7 @@ class Crawler:
                     self._flush()
                     self._refresh_cluster_sizes()
             finally:
-                if hasattr(self, "_warc"):
+                if self._warc is not None:
                     self._warc.close()
                 self._db.close()
         self.stats.queued = self._frontier.pending if self._frontier else 0
@@ -218,9 +218,9 @@ class Crawler:
         if self._edges:
             self._links.append(self._edges)
             self._edges = []
-        self._warc.flush()
+        if self._warc is not None:
+            self._warc.flush()
         self._frontier.commit()
-        self._last_flush = time.monotonic()
 
     def _refresh_cluster_sizes(self) -> None:
         """Re-append originals whose duplicate cluster grew, with the new ``dup_cluster_size``.
@@ -272,6 +272,7 @@ class Crawler:
     def _record_exchange(self, result: FetchResult) -> None:
         self.stats.fetches += 1
         self.stats.bytes += len(result.body)
+        assert self._warc is not None
         self._warc.write(result)
 
     def _hop_check(self, depth: int) -> HopCheck:

@@ -16,12 +16,15 @@ Why these features:
   phrases and query bigrams found verbatim, the smallest window covering the matched
   terms (proximity), how much of the title is query;
 - static signals stored per document (PageRank, age, language, duplicate cluster,
-  URL depth, length).
+  URL depth, length);
+- agreement with the other top candidates (``prf_top5/10/20``: pseudo-relevance
+  feedback computed over the candidate set only). It lifted held-out nDCG@10 on
+  cranfield by ~.02 (mean over five fold assignments), but not on cisi.
 
 Missing values are NaN (not in the vector list, no date): LightGBM learns a branch
 for them, which is better than inventing a number. Text features read a bounded
 prefix of the body (``FeatureContext.body_chars``) so the cost per candidate is
-bounded: about 15 ms for 200 candidates on a 2-core machine.
+bounded: ~18 ms for 200 candidates on the shared 2-core machine (see the notes).
 """
 
 from __future__ import annotations
@@ -34,6 +37,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 import numpy as np
+import scipy.sparse as sp
 from numpy.typing import NDArray
 
 from core.types import DocId, Query
@@ -234,43 +238,42 @@ def prf_similarity(
     itself. One column per depth in ``tops``; NaN for a candidate without text.
     """
     n = len(texts)
-    counts = [Counter(t) if t is not None else None for t in texts]
-    df: Counter[str] = Counter()
-    for c in counts:
-        if c is not None:
-            df.update(c.keys())
-    live = sum(c is not None for c in counts)
-    if live < 2:
+    live_rows = [i for i, t in enumerate(texts) if t is not None]
+    if len(live_rows) < 2:
         return [np.full(n, np.nan) for _ in tops]
-    idf = {t: math.log(1.0 + live / d) for t, d in df.items()}
-    vectors: list[dict[str, float] | None] = []
-    for c in counts:
-        if c is None:
-            vectors.append(None)
-            continue
-        weights = {t: (1.0 + math.log(tf)) * idf[t] for t, tf in c.items()}
-        norm = math.sqrt(sum(w * w for w in weights.values())) or 1.0
-        vectors.append({t: w / norm for t, w in weights.items()})
+    # One sparse row per candidate with text: vectorized, because this runs per query
+    # over every candidate (a dict-based version was most of the feature cost).
+    vocab: dict[str, int] = {}
+    indptr = [0]
+    indices: list[int] = []
+    tfs: list[int] = []
+    for i in live_rows:
+        counts = Counter(texts[i])
+        indices.extend(vocab.setdefault(t, len(vocab)) for t in counts)
+        tfs.extend(counts.values())
+        indptr.append(len(indices))
+    idx = np.asarray(indices, dtype=np.int64)
+    df = np.bincount(idx, minlength=len(vocab)).astype(np.float64)
+    weights = (1.0 + np.log(np.asarray(tfs, dtype=np.float64))) * np.log1p(len(live_rows) / df[idx])
+    x = sp.csr_matrix((weights, idx, np.asarray(indptr)), shape=(len(live_rows), len(vocab)))
+    norms = np.sqrt(np.asarray(x.multiply(x).sum(axis=1)).ravel())
+    norms[norms == 0.0] = 1.0
+    x = sp.csr_matrix(sp.diags(1.0 / norms) @ x)
+    position = {row: j for j, row in enumerate(live_rows)}
     ranking = np.argsort(-np.nan_to_num(first_stage, nan=-1.0), kind="stable")
-    order = [int(i) for i in ranking if vectors[i] is not None]
+    order = [position[int(i)] for i in ranking if int(i) in position]
+    top_rows = order[: max(tops)]
+    sims = np.asarray((x @ x[top_rows].T).todense())  # live × top: cosine to each top candidate
     columns = []
     for top in tops:
+        k = min(top, len(top_rows))
+        dot = sims[:, :k].sum(axis=1)
+        others = np.full(len(live_rows), float(k))
+        for j, row in enumerate(top_rows[:k]):
+            dot[row] -= sims[row, j]  # leave one out: not compared with itself
+            others[row] -= 1.0
         result = np.full(n, np.nan)
-        chosen = order[:top]
-        centroid: dict[str, float] = {}
-        for i in chosen:
-            for t, w in vectors[i].items():  # type: ignore[union-attr]
-                centroid[t] = centroid.get(t, 0.0) + w
-        in_top = set(chosen)
-        for i, vector in enumerate(vectors):
-            if vector is None:
-                continue
-            dot = sum(w * centroid.get(t, 0.0) for t, w in vector.items())
-            others = len(chosen)
-            if i in in_top:
-                dot -= 1.0  # the vector's own contribution: |v|² = 1
-                others -= 1
-            result[i] = dot / others if others > 0 else 0.0
+        result[live_rows] = np.divide(dot, others, out=np.zeros_like(dot), where=others > 0)
         columns.append(result)
     return columns
 

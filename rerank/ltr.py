@@ -76,6 +76,7 @@ class LtrModel:
         directory = Path(directory)
         directory.parent.mkdir(parents=True, exist_ok=True)
         tmp = Path(tempfile.mkdtemp(prefix=f".{directory.name}-", dir=directory.parent))
+        tmp.chmod(0o755)  # mkdtemp makes it private; a model directory is shared data
         try:
             self.booster.save_model(str(tmp / MODEL_FILE))
             card = dict(self.card)
@@ -209,3 +210,8 @@ class LtrStage:
                 now_s=now_s,
             )
         return RankOutput(ranked, info)
+
+    def close(self) -> None:
+        """Write out buffered feature-log rows (call at shutdown)."""
+        if self.feature_log is not None:
+            self.feature_log.close()

@@ -192,7 +192,12 @@ class Embedder:
         )
 
     @classmethod
-    def from_settings(cls, s: EmbedSettings, model_path: Path | None = None) -> Self:
+    def from_settings(
+        cls, s: EmbedSettings, model_path: Path | None = None, *, serving: bool = False
+    ) -> Self:
+        """``serving=True`` for a process that only encodes queries: torch gets
+        ``serve_torch_threads`` (1), because intra-op threads that spin on a busy machine
+        multiplied query latency tenfold; batch jobs get ``torch_threads`` (all CPUs)."""
         return cls(
             model_path,
             batch_size=s.batch_size,
@@ -201,7 +206,7 @@ class Embedder:
             passage_stride=s.passage_stride,
             query_cache_size=s.query_cache_size,
             precision=s.precision,
-            torch_threads=s.torch_threads,
+            torch_threads=s.serve_torch_threads if serving else s.torch_threads,
         )
 
     # -- precision ---------------------------------------------------------------------

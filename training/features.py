@@ -237,7 +237,7 @@ def collection_frame(
     logger.info(
         "training frame of %s: %d rows, %d queries → %s", dataset.name, frame.height, len(queries), path
     )
-    return frame
+    return CollectionFrame(dataset.name, frame, path, depth)
 
 
 def frame_from_logs(

@@ -71,6 +71,7 @@ KILLED_JOB = textwrap.dedent(
 )
 
 
+@pytest.mark.slow  # a subprocess loads the model: ~12 s idle, ~25 s on a busy 2-core machine
 def test_killed_backfill_resumes_without_recomputing(tmp_path: Path, embedder: Embedder) -> None:
     n = 120
     docs = make_docs(n)

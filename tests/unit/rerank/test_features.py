@@ -216,3 +216,48 @@ def test_url_depth(url: str, depth: int) -> None:
 def test_schema_is_fixed_and_indexed() -> None:
     assert len(SCHEMA) == len(set(SCHEMA)) == len(INDEX)
     assert SCHEMA[:2] == ("bm25", "bm25_ratio") and SCHEMA[-1] == "prf_top20"
+
+
+def _slow_prf(texts: list[list[str] | None], first_stage: np.ndarray, top: int) -> list[float]:
+    """The definition, written plainly: tf-idf over the candidates, leave-one-out centroid."""
+    live = [i for i, t in enumerate(texts) if t is not None]
+    df: dict[str, int] = {}
+    for i in live:
+        for t in set(texts[i] or ()):
+            df[t] = df.get(t, 0) + 1
+    vectors: dict[int, dict[str, float]] = {}
+    for i in live:
+        tokens = texts[i] or []
+        w = {t: (1 + math.log(tokens.count(t))) * math.log(1 + len(live) / df[t]) for t in set(tokens)}
+        norm = math.sqrt(sum(v * v for v in w.values())) or 1.0
+        vectors[i] = {t: v / norm for t, v in w.items()}
+    order = sorted(live, key=lambda i: (-(first_stage[i] if not math.isnan(first_stage[i]) else -1.0), i))
+    chosen = order[:top]
+    out = []
+    for i in range(len(texts)):
+        if i not in vectors:
+            out.append(math.nan)
+            continue
+        others = [j for j in chosen if j != i]
+        dots = [sum(w * vectors[j].get(t, 0.0) for t, w in vectors[i].items()) for j in others]
+        out.append(sum(dots) / len(others) if others else 0.0)
+    return out
+
+
+def test_prf_similarity_matches_its_plain_definition() -> None:
+    rng = random.Random(2)
+    for _ in range(30):
+        n = rng.randrange(0, 30)
+        texts: list[list[str] | None] = [
+            None if rng.random() < 0.1 else [rng.choice("abcdefghijkl") for _ in range(rng.randrange(0, 12))]
+            for _ in range(n)
+        ]
+        first_stage = np.array([math.nan if rng.random() < 0.2 else rng.random() for _ in range(n)])
+        got = prf_similarity(texts, first_stage, tops=(1, 3, 10))
+        for top, column in zip((1, 3, 10), got, strict=True):
+            want = (
+                _slow_prf(texts, first_stage, top)
+                if sum(t is not None for t in texts) >= 2
+                else [math.nan] * n
+            )
+            np.testing.assert_allclose(column, want, rtol=1e-9, atol=1e-12, equal_nan=True)
