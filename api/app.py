@@ -38,10 +38,10 @@ def _load_encoder(settings: Settings, service: SearchService) -> None:
         return
     if service.generation.vector_model is None:
         return
-    from retrieval.embed import Embedder, configure_threads
+    from retrieval.embed import Embedder
 
-    configure_threads()
-    embedder = Embedder.from_settings(settings.embed)
+    # serving=True: one torch thread (two threads fight uvicorn and BLAS on 2 cores: 10× p99).
+    embedder = Embedder.from_settings(settings.embed, serving=True)
     service.encoder = embedder.encode_query
     service.encoder_model = embedder.model_id
     if embedder.model_id != service.generation.vector_model:

@@ -41,9 +41,9 @@ class SearchSettings(BaseModel):
     candidate_k: int = Field(100, ge=10, le=5000)
     """Lexical and vector candidates per shard for fused rankers (the first window)."""
     default_ranker: str = "auto"
-    """``auto``: hybrid when the generation has vectors and a model is loaded, else bm25."""
+    """``auto``: ltr when a model is loaded, else hybrid-rrf when the generation has vectors, else bm25."""
     hybrid_weight: float = Field(0.5, ge=0, le=1)
-    """Weight of the cosine in the convex hybrid (chosen by cross-validation; see README)."""
+    """Weight of the cosine in the convex hybrid: the median of the cross-validated fold weights."""
     use_vectors: bool = True
     deadline_s: float = Field(1.0, gt=0)
     hedge: bool = True

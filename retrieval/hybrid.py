@@ -167,10 +167,12 @@ def merge_shards(per_shard: Iterable[Sequence[Candidate]]) -> list[Candidate]:
     # shard list is a prefix of its deeper lists, so the merged ranking is too, and
     # page 2 never repeats page 1 when many documents score the same.
     by_bm25 = sorted(
-        (c for c in merged if c.bm25 is not None), key=lambda c: (-(c.bm25 or 0.0), c.shard_id, c.lexical_rank)
+        (c for c in merged if c.bm25 is not None),
+        key=lambda c: (-(c.bm25 or 0.0), c.shard_id, c.lexical_rank),
     )
     by_cos = sorted(
-        (c for c in merged if c.cosine is not None), key=lambda c: (-(c.cosine or 0.0), c.shard_id, c.vector_rank)
+        (c for c in merged if c.cosine is not None),
+        key=lambda c: (-(c.cosine or 0.0), c.shard_id, c.vector_rank),
     )
     lexical_rank = {c.doc_id: r for r, c in enumerate(by_bm25, 1)}
     vector_rank = {c.doc_id: r for r, c in enumerate(by_cos, 1)}

@@ -16,9 +16,9 @@ Ranked list of a generation (deterministic, so pages never overlap or skip):
 from __future__ import annotations
 
 import dataclasses
-from collections import Counter
 import logging
 import time
+from collections import Counter
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -157,7 +157,10 @@ class SearchService:
     def default_ranker(self, generation: Generation) -> str:
         if self.settings.default_ranker != "auto":
             return self.settings.default_ranker
-        return "hybrid" if self.can_use_vectors(generation) else "bm25"
+        available = self.ranker_names(generation)
+        # Best measured first (README): LTR when a model is loaded, then RRF, which needs no
+        # tuned weight and beat convex fusion on both collections, then BM25.
+        return next(name for name in ("ltr", "hybrid-rrf", "bm25") if name in available)
 
     def stage(self, name: str | None, generation: Generation) -> RankStage:
         name = name or self.default_ranker(generation)
