@@ -316,7 +316,15 @@ class SearchService:
             raise QueryError("The query is empty: type one or more words to search for.")
         query = self.parse(raw, site=site, lang=lang, filetype=filetype)
         stage = self.stage(ranker, generation)
-        key = (generation.id, normalized(query), request.offset, request.size, stage.name, explain, bool(cursor))
+        key = (
+            generation.id,
+            normalized(query),
+            request.offset,
+            request.size,
+            stage.name,
+            explain,
+            bool(cursor),
+        )
         cached = self.cache.get(key)
         if cached is not None:
             took = (time.perf_counter() - started) * 1000

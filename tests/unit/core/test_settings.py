@@ -19,6 +19,7 @@ def test_toml_file_is_read_and_env_wins(tmp_path: Path, monkeypatch: pytest.Monk
     toml = tmp_path / "trawl.toml"
     toml.write_text("data_dir = 'somewhere'\n[search]\nmax_page_size = 20\ndefault_page_size = 5\n")
     monkeypatch.setenv("TRAWL_SEARCH__DEFAULT_PAGE_SIZE", "7")
+    monkeypatch.delenv("TRAWL_DATA_DIR", raising=False)
     s = load_settings(toml)
     assert (s.data_dir, s.search.max_page_size, s.search.default_page_size) == (Path("somewhere"), 20, 7)
 
