@@ -46,7 +46,9 @@ EVAL = REPO.parent / "shared" / "data" / "eval"
 
 def percentile(values: list[float], p: float) -> float:
     ordered = sorted(values)
-    return ordered[min(len(ordered) - 1, int(round(p / 100 * (len(ordered) - 1))))] if ordered else float("nan")
+    return (
+        ordered[min(len(ordered) - 1, int(round(p / 100 * (len(ordered) - 1))))] if ordered else float("nan")
+    )
 
 
 def free_port() -> int:
@@ -75,7 +77,9 @@ def build(root: Path, docs: int, shards: int, passage_words: int) -> None:
     from retrieval.backfill import backfill_index
     from retrieval.embed import Embedder
 
-    settings = Settings().embed.model_copy(update={"passage_words": passage_words, "passage_stride": passage_words})
+    settings = Settings().embed.model_copy(
+        update={"passage_words": passage_words, "passage_stride": passage_words}
+    )
     embedder = Embedder.from_settings(settings)
     t0 = time.perf_counter()
     report = backfill_index(resolve_index(root), embedder, settings)
@@ -216,7 +220,18 @@ def main() -> None:
         "HF_HUB_OFFLINE": "1",
     }
     server = subprocess.Popen(
-        [sys.executable, "-m", "api.cli", "serve", "--index", str(root), "--port", str(port), "--workers", str(args.workers)],
+        [
+            sys.executable,
+            "-m",
+            "api.cli",
+            "serve",
+            "--index",
+            str(root),
+            "--port",
+            str(port),
+            "--workers",
+            str(args.workers),
+        ],
         cwd=REPO,
         env=env,
         stdout=subprocess.DEVNULL,
@@ -235,7 +250,12 @@ def main() -> None:
                 raise RuntimeError(f"server did not start: {server.stderr.read() if server.stderr else ''}")
             time.sleep(0.5)
         available = set(httpx.get(f"{url}/healthz").json()["rankers"])
-        results: dict[str, Any] = {"docs": args.docs, "shards": args.shards, "duration_s": args.duration, "workers": args.workers}
+        results: dict[str, Any] = {
+            "docs": args.docs,
+            "shards": args.shards,
+            "duration_s": args.duration,
+            "workers": args.workers,
+        }
         for ranker in args.rankers.split(","):
             if ranker not in available:
                 results[ranker] = f"not available on this index ({sorted(available)})"
@@ -259,7 +279,9 @@ def main() -> None:
     lines = ["| run | QPS | p50 ms | p95 ms | p99 ms | errors |", "|---|---|---|---|---|---|"]
     for key, value in results.items():
         if isinstance(value, dict):
-            lines.append(f"| {key} | {value['qps']} | {value['p50_ms']} | {value['p95_ms']} | {value['p99_ms']} | {value['errors']} |")
+            lines.append(
+                f"| {key} | {value['qps']} | {value['p50_ms']} | {value['p95_ms']} | {value['p99_ms']} | {value['errors']} |"
+            )
     (REPO / "bench" / "results" / "serving.md").write_text(
         f"# Serving benchmark\n\n{args.docs:,} documents, {args.shards} shards, {args.duration:.0f} s per run, "
         f"{args.workers} worker(s); `python bench/bench_serving.py`\n\n" + "\n".join(lines) + "\n"

@@ -29,7 +29,9 @@ def source_texts(eval_dir: Path, crawl_dir: Path | None = None) -> tuple[list[st
                 record = json.loads(line)
                 if record.get("title"):
                     titles.append(" ".join(str(record["title"]).split()))
-                sentences.extend(s for s in _SENTENCE.split(" ".join(str(record["text"]).split())) if len(s) > 30)
+                sentences.extend(
+                    s for s in _SENTENCE.split(" ".join(str(record["text"]).split())) if len(s) > 30
+                )
     if crawl_dir is not None and (crawl_dir / "docs").exists():
         from core.docstore import DocStore
 
@@ -39,7 +41,9 @@ def source_texts(eval_dir: Path, crawl_dir: Path | None = None) -> tuple[list[st
     return titles, sentences
 
 
-def synthetic_documents(n: int, eval_dir: Path, *, seed: int = 7, crawl_dir: Path | None = None) -> Iterator[Document]:
+def synthetic_documents(
+    n: int, eval_dir: Path, *, seed: int = 7, crawl_dir: Path | None = None
+) -> Iterator[Document]:
     titles, sentences = source_texts(eval_dir, crawl_dir)
     rng = random.Random(seed)
     hosts = [f"host{i:02d}.bench.example" for i in range(40)]

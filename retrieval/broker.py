@@ -260,7 +260,9 @@ class Broker:
                 hedged.append(shard_no)
         return results, hedged
 
-    def _fan_out_inline(self, fn: Callable[[ShardBackend], T], deadline: float, *, phase: str) -> list[T | None]:
+    def _fan_out_inline(
+        self, fn: Callable[[ShardBackend], T], deadline: float, *, phase: str
+    ) -> list[T | None]:
         """In-process shards, one after another on the calling thread.
 
         A local shard answers in well under a millisecond, less than the cost of two

@@ -15,7 +15,6 @@ from core.types import DocId, Query, ScoredDoc
 from retrieval.hybrid import Candidate, convex, rrf
 from retrieval.lexical import StoredDoc
 
-
 DocFetcher = Callable[[Sequence[Candidate]], Mapping[DocId, StoredDoc]]
 """Stored documents (text, URL, static values) of candidates, from their shards."""
 
