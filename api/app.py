@@ -94,6 +94,10 @@ def create_app(settings: Settings, *, index_dir: Path, shard_urls: str | None = 
             yield
         finally:
             app.state.experiments.close()  # flushes impression and click logs
+            for stage in service.stages.values():
+                close = getattr(stage, "close", None)
+                if close is not None:
+                    close()  # e.g. the LTR stage's feature log
             service.close()
 
     app = FastAPI(

@@ -81,6 +81,7 @@ def index_command(
         from retrieval.docs_source import crawled_documents
 
         assert data is not None
+        compute_pagerank(data)
         docs = crawled_documents(data)
         source = f"crawl:{data}"
     root = IndexRoot(index)
@@ -96,6 +97,20 @@ def index_command(
     if publish:
         root.publish(generation)
         console.print(f"published {generation} (serving processes pick it up on their next query)")
+
+
+def compute_pagerank(data: Path) -> None:
+    """The link-graph job: PageRank of the crawl's pages, written beside the docstore."""
+    from core.linkgraph import LinkGraphStore
+    from retrieval.docs_source import PAGERANK_FILE
+    from training.linkgraph import url_pagerank, write_pagerank
+
+    if not (data / "links").exists():
+        return
+    edges = LinkGraphStore(data / "links").read_edges()
+    if not edges.is_empty():
+        with console.status("PageRank…"):
+            write_pagerank(url_pagerank(edges), data / PAGERANK_FILE)
 
 
 @index_app.command("list")
@@ -183,33 +198,42 @@ def search_command(
     query: Annotated[
         str, typer.Argument(help='The query, with operators: "phrase" -term site: lang: filetype:')
     ],
-    index: Annotated[Path, typer.Option("--index", help="Index directory.")],
+    index: Annotated[Path, typer.Option("--index", help="Index root (or one generation directory).")],
     page: Annotated[int, typer.Option("--page", min=1)] = 1,
     size: Annotated[int, typer.Option("--size", min=1)] = 10,
+    ranker: Annotated[
+        str | None, typer.Option("--ranker", help="bm25, hybrid-rrf, hybrid, ltr (default: best)")
+    ] = None,
+    explain: Annotated[
+        bool, typer.Option("--explain", help="Show why each result ranks where it does.")
+    ] = False,
     as_json: Annotated[bool, typer.Option("--json")] = False,
 ) -> None:
     """Search an index from the terminal.
 
-    Example: trawl search '"list comprehension" -lambda' --index data/index
+    Example: trawl search '"list comprehension" -lambda' --index data/index --ranker ltr --explain
     """
+    from api.app import _extra_stages, _load_encoder
     from retrieval.search import SearchService
 
     settings = _settings()
-    service = SearchService.open(index, settings.search)
-    response = service.search(query, page=page, size=size)
+    service = SearchService.open(index, settings.search, stages=_extra_stages(settings))
+    _load_encoder(settings, service)
+    response = service.search(query, page=page, size=size, ranker=ranker, explain=explain)
     if as_json:
         from api.schemas import SearchResponseModel
 
         sys.stdout.write(SearchResponseModel.from_domain(response).model_dump_json() + "\n")
         return
     out = Console()
-    out.print(f"{response.total:,} results · {response.took_ms:.1f} ms")
+    out.print(
+        f"{response.total:,} results · {response.took_ms:.1f} ms · {response.ranker} · {response.generation}"
+    )
     for rank, hit in enumerate(response.hits, start=response.size * (response.page - 1) + 1):
-        out.print(
-            f"[bold]{rank}. {hit.title}[/bold]  ({hit.score:.3f})\n   {hit.url}\n   {hit.snippet}",
-            markup=True,
-            highlight=False,
-        )
+        out.print(f"[bold]{rank}. {hit.title}[/bold]  ({hit.score:.3f})", markup=True, highlight=False)
+        out.print(f"   {hit.url}\n   {hit.snippet}", markup=False, highlight=False)
+        if explain and hit.explain:
+            out.print("   " + json.dumps(hit.explain, default=str), markup=False, highlight=False)
 
 
 @app.command("serve")

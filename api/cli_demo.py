@@ -85,6 +85,9 @@ def register(app: typer.Typer) -> None:
             summary = asyncio.run(crawler.run())
         console.print(f"crawl: {summary}")
         with console.status("indexing…"):
+            from api.cli import compute_pagerank
+
+            compute_pagerank(data / "crawl")
             root = IndexRoot(data / "index")
             generation = root.build(crawled_documents(data / "crawl"), source=f"crawl:{data}")
             root.publish(generation)

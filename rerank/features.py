@@ -346,7 +346,9 @@ def _document_features(
     row[INDEX["doc_words"]] = doc.body.count(" ") + 1 if doc.body else 0
     row[INDEX["title_words"]] = len(title)
     row[INDEX["url_depth"]] = url_depth(doc.url)
-    row[INDEX["pagerank"]] = doc.pagerank
+    # Stored PageRank is scaled to mean 1 (training.linkgraph) and always > 0 when
+    # computed; 0 means "no link data", read as the average page rather than the worst.
+    row[INDEX["pagerank"]] = doc.pagerank if doc.pagerank > 0 else 1.0
     row[INDEX["age_days"]] = age_days(doc, context.now_s)
     row[INDEX["lang_match"]] = lang_match(query.lang or context.user_lang, doc.lang)
     row[INDEX["dup_cluster_size"]] = doc.dup_cluster_size

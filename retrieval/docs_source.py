@@ -10,12 +10,15 @@ import dataclasses
 from collections.abc import Iterator
 from pathlib import Path
 
+import polars as pl
+
 from core.docstore import DocStore
 from core.errors import ConfigError
 from core.linkgraph import LinkGraphStore, anchors_by_target
 from core.types import Document
 
 MAX_ANCHORS_PER_DOC = 200
+PAGERANK_FILE = "pagerank.parquet"
 
 
 def crawled_documents(data_dir: Path) -> Iterator[Document]:
@@ -24,10 +27,27 @@ def crawled_documents(data_dir: Path) -> Iterator[Document]:
         raise ConfigError(f"{data_dir} has no docstore (docs/); run `trawl crawl … --data {data_dir}` first.")
     store = DocStore(data_dir / "docs")
     anchors: dict[str, list[str]] = {}
+    pagerank = page_ranks(data_dir)
     if (data_dir / "links").exists():
         anchors = anchors_by_target(LinkGraphStore(data_dir / "links").read_edges())
     for doc in store.iter_documents():
+        updates: dict[str, object] = {}
         inbound = anchors.get(doc.url)
         if inbound:
-            doc = dataclasses.replace(doc, anchors=tuple(inbound[:MAX_ANCHORS_PER_DOC]))
-        yield doc
+            updates["anchors"] = tuple(inbound[:MAX_ANCHORS_PER_DOC])
+        if doc.url in pagerank:
+            updates["pagerank"] = pagerank[doc.url]
+        yield dataclasses.replace(doc, **updates) if updates else doc  # type: ignore[arg-type]
+
+
+def page_ranks(data_dir: Path) -> dict[str, float]:
+    """PageRank per URL (scaled to mean 1), as written by the link-graph job.
+
+    The job (``training.linkgraph``, run by ``trawl index --data`` and the demo before
+    building) writes ``DIR/pagerank.parquet``; index build only reads it.
+    """
+    path = Path(data_dir) / PAGERANK_FILE
+    if not path.exists():
+        return {}
+    frame = pl.read_parquet(path, columns=["url", "pagerank_scaled"])
+    return dict(zip(frame["url"].to_list(), frame["pagerank_scaled"].to_list(), strict=True))

@@ -12,6 +12,9 @@ from pathlib import Path
 from core.errors import ConfigError
 from core.types import Document, doc_id_for
 
+DOCUMENTS_VERSION = 2
+"""Bumped when ``iter_documents`` changes what it yields (2: PageRank), so cached indexes rebuild."""
+
 Qrels = dict[str, dict[str, int]]
 """query id → document external id → relevance grade."""
 
@@ -40,13 +43,19 @@ class BeirDataset:
     def fingerprint(self) -> str:
         """Changes when the corpus file changes: keys cached indexes."""
         stat = (self.root / "corpus.jsonl").stat()
-        raw = f"{self.root.resolve()}:{stat.st_size}:{stat.st_mtime_ns}"
+        raw = f"{self.root.resolve()}:{stat.st_size}:{stat.st_mtime_ns}:{DOCUMENTS_VERSION}"
         return hashlib.blake2b(raw.encode(), digest_size=6).hexdigest()
 
     def doc_id(self, external_id: str) -> int:
         return doc_id_for(f"beir:{self.name}:{external_id}")
 
     def iter_documents(self) -> Iterator[Document]:
+        """Every record as a Document, with its PageRank from the collection's link graph
+        (cisi's ``metadata.links``; uniform 1.0 where a collection has no links), so an
+        index of the collection serves the same static values training sees."""
+        from training.linkgraph import beir_pagerank
+
+        pagerank = beir_pagerank(self.root)
         with (self.root / "corpus.jsonl").open(encoding="utf-8") as handle:
             for line_no, line in enumerate(handle, 1):
                 if not line.strip():
@@ -67,6 +76,7 @@ class BeirDataset:
                     lang="en",
                     filetype="txt",
                     external_id=external_id,
+                    pagerank=pagerank.get(doc_id_for(f"beir:{self.name}:{external_id}"), 1.0),
                 )
 
     def queries(self) -> dict[str, str]:

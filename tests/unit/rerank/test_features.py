@@ -118,7 +118,7 @@ def test_feature_values_on_a_hand_built_example() -> None:
     assert a["doc_words"] == 15 and b["doc_words"] == 6
     assert a["title_words"] == 2 and b["title_words"] == 1
     assert (a["url_depth"], b["url_depth"]) == (3.0, 0.0)
-    assert (a["pagerank"], b["pagerank"]) == (2.5, 0.0)
+    assert (a["pagerank"], b["pagerank"]) == (2.5, 1.0)  # no link data (0) reads as the average page
     assert a["age_days"] == pytest.approx(10.0) and b["age_days"] == pytest.approx(2.0)
     assert (a["lang_match"], b["lang_match"]) == (1.0, 0.0)
     assert (a["dup_cluster_size"], b["dup_cluster_size"]) == (3.0, 1.0)
