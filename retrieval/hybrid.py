@@ -112,7 +112,7 @@ def shard_candidates(
     vector_hits: list[ScoredDoc] = []
     if vectors is not None and vector is not None and k_vector > 0 and not query.is_empty:
         vector_hits = filtered_vector_hits(lexical, vectors, query, vector, k_vector)
-    return union(
+    candidates = union(
         lexical_hits,
         vector_hits,
         shard_id=shard_id,
@@ -120,6 +120,27 @@ def shard_candidates(
         query=query,
         stats=stats,
     )
+    if with_fields and vectors is not None and vector is not None:
+        candidates = with_exact_cosine(candidates, vectors, vector)
+    return candidates
+
+
+def with_exact_cosine(
+    candidates: list[Candidate], vectors: VectorShard, vector: NDArray[np.float32]
+) -> list[Candidate]:
+    """Give lexical-only candidates their cosine (best passage, exact) for a learned ranker.
+
+    A candidate outside the vector top-k still has a similarity to the query; leaving it
+    missing tells the model only "not in the list" (``vector_rank`` still says that).
+    Fusion baselines do not ask for fields, so they keep "absent = not retrieved".
+    """
+    missing = [c.doc_id for c in candidates if c.cosine is None]
+    if not missing:
+        return candidates
+    sims = vectors.similarity(vector, missing)
+    return [
+        replace(c, cosine=sims[c.doc_id]) if c.cosine is None and c.doc_id in sims else c for c in candidates
+    ]
 
 
 def union(

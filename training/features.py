@@ -35,6 +35,7 @@ from core.settings import Settings
 from core.types import DocId, Query
 from rerank.feature_log import read_feature_log
 from rerank.features import SCHEMA, FeatureContext, compute_features
+from retrieval import hybrid as hybrid_module
 from retrieval.hybrid import Candidate, shard_candidates
 from retrieval.lexical import LexicalShard, StoredDoc
 from retrieval.vector import VectorShard
@@ -62,8 +63,8 @@ def empty_frame() -> pl.DataFrame:
 
 
 def feature_code_version() -> str:
-    """Hash of the feature code and schema: part of every cached frame's key."""
-    source = Path(features_module.__file__).read_bytes()
+    """Hash of the feature code, the candidate code and the schema: part of every cached frame's key."""
+    source = Path(features_module.__file__).read_bytes() + Path(hybrid_module.__file__).read_bytes()
     return hashlib.blake2b(source + "\n".join(SCHEMA).encode(), digest_size=6).hexdigest()
 
 
