@@ -50,6 +50,9 @@ def register(app: typer.Typer) -> None:
         port: Annotated[int, typer.Option("--port", help="Port of the search service.")] = 8000,
         max_pages: Annotated[int, typer.Option("--max-pages", min=1)] = 5000,
         no_serve: Annotated[bool, typer.Option("--no-serve", help="Stop after indexing.")] = False,
+        embed: Annotated[
+            bool, typer.Option("--embed", help="Also embed every passage (hybrid and LTR; ~10+ min on 2 cores).")
+        ] = False,
     ) -> None:
         """Crawl the Python docs served on loopback, index them and serve search.
 
@@ -92,6 +95,16 @@ def register(app: typer.Typer) -> None:
             generation = root.build(crawled_documents(data / "crawl"), source=f"crawl:{data}")
             root.publish(generation)
         console.print(f"indexed generation {generation} into {data / 'index'}")
+        if embed:
+            from retrieval.backfill import backfill_index
+            from retrieval.embed import Embedder
+            from retrieval.manifest import resolve_index
+
+            with console.status("embedding (resumable; Ctrl-C and rerun continues)…"):
+                report = backfill_index(
+                    resolve_index(data / "index"), Embedder.from_settings(settings.embed), settings.embed
+                )
+            console.print(f"embedded {report.embedded:,} documents ({report.rows:,} passages)")
         if no_serve:
             server.shutdown()
             return
