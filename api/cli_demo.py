@@ -51,7 +51,8 @@ def register(app: typer.Typer) -> None:
         max_pages: Annotated[int, typer.Option("--max-pages", min=1)] = 5000,
         no_serve: Annotated[bool, typer.Option("--no-serve", help="Stop after indexing.")] = False,
         embed: Annotated[
-            bool, typer.Option("--embed", help="Also embed every passage (hybrid and LTR; ~10+ min on 2 cores).")
+            bool,
+            typer.Option("--embed", help="Also embed every passage (hybrid and LTR; ~10+ min on 2 cores)."),
         ] = False,
     ) -> None:
         """Crawl the Python docs served on loopback, index them and serve search.
