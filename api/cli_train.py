@@ -1,9 +1,10 @@
-"""``trawl train ltr``: build training frames, cross-validate by query, write model + card.
+"""``trawl train ltr`` and ``trawl train reranker``: fit the ranking models, write model + card.
 
 Example::
 
     trawl train ltr --dataset ../shared/data/eval/cranfield --dataset ../shared/data/eval/cisi \\
         --out models/ltr/default
+    trawl train reranker --dataset ../shared/data/eval/cisi --out models/reranker/cisi
 """
 
 from __future__ import annotations
@@ -123,6 +124,97 @@ def train_ltr_command(
     )
     Console().print(table)
     console.print(f"wrote {out} in {time.perf_counter() - started:.1f} s (CV {cv.seconds:.1f} s)")
+
+
+@train_app.command("reranker")
+def train_reranker_command(
+    dataset: Annotated[list[Path], typer.Option("--dataset", help="A BEIR collection; repeat for several.")],
+    out: Annotated[Path, typer.Option("--out", help="Model directory to write (models/reranker/NAME).")],
+    max_pairs: Annotated[
+        int, typer.Option("--max-pairs", min=8, help="Most training pairs (sampled) over all collections.")
+    ] = 1024,
+    threads: Annotated[int, typer.Option("--threads", min=1, help="Torch threads while training.")] = 2,
+    depth: Annotated[
+        int | None, typer.Option("--depth", min=10, help="Lexical and vector candidates per query.")
+    ] = None,
+    seed: Annotated[int, typer.Option("--seed", help="Head initialisation, sampling and batch order.")] = 0,
+) -> None:
+    """Fine-tune the MiniLM cross-encoder on judged positives and hard negatives of every judged query.
+
+    Held-out quality is what `trawl eval --ranker ltr+ce` measures (one model per fold);
+    this writes the deployable model, trained on all queries. Serve it with
+    TRAWL_RANK__RERANKER_MODEL=DIR.
+
+    Example: trawl train reranker --dataset ../shared/data/eval/cisi --out models/reranker/cisi
+    """
+    from collections.abc import Sequence
+
+    import polars as pl
+
+    from core.types import DocId
+    from retrieval.build import shard_dir
+    from retrieval.embed import default_model_path
+    from retrieval.lexical import LexicalShard
+    from training.datasets import BeirDataset
+    from training.evaluate import cached_index
+    from training.features import beir_labels, collection_frame
+    from training.train_reranker import (
+        RerankerParams,
+        model_card,
+        save_reranker,
+        shard_texts,
+        train_fold,
+    )
+
+    settings = Settings()
+    started = time.perf_counter()
+    params = RerankerParams(max_pairs=max_pairs, threads=threads, seed=seed)
+    frames: list[pl.DataFrame] = []
+    labels: dict[str, dict[DocId, int]] = {}
+    query_texts: dict[str, str] = {}
+    shards: dict[str, LexicalShard] = {}
+    data: list[dict[str, object]] = []
+    columns = (TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn())
+    with Progress(*columns, console=console) as progress:
+        for root in dataset:
+            beir = BeirDataset.open(root)
+            task = progress.add_task(f"candidates · {beir.name}", total=None)
+            built = collection_frame(root, settings, depth=depth)
+            progress.update(task, completed=1, total=1)
+            index_dir, _ = cached_index(beir, settings)
+            prefix = f"{beir.name}:"
+            shards[prefix] = LexicalShard(shard_dir(index_dir, 0) / "lexical")
+            frames.append(built.frame.with_columns((pl.lit(prefix) + pl.col("qid")).alias("qid")))
+            for qid, judged in beir_labels(beir, beir.qrels()).items():
+                labels[prefix + qid] = dict(judged)
+            query_texts.update({prefix + q: t for q, t in beir.judged_queries().items()})
+            data.append({"dataset": beir.name, "path": str(root), "fingerprint": beir.fingerprint()})
+        frame = pl.concat(frames, how="vertical")
+        readers = {p: shard_texts(s) for p, s in shards.items()}
+
+        def doc_texts(doc_ids: Sequence[DocId]) -> dict[DocId, str]:
+            out: dict[DocId, str] = {}
+            for reader in readers.values():  # doc ids are collection-scoped hashes: no clashes
+                out.update(reader([d for d in doc_ids if d not in out]))
+            return out
+
+        train_task = progress.add_task("fine-tuning", total=None)
+
+        def on_step(done: int, total: int) -> None:
+            progress.update(train_task, completed=done, total=total)
+
+        base = default_model_path()
+        reranker, stats = train_fold(
+            base, frame, labels, sorted(query_texts), query_texts, doc_texts, params, on_progress=on_step
+        )
+    card = model_card(name=out.name, base_model=base, data=data, params=params, stats=stats)
+    card["training_seconds"] = round(time.perf_counter() - started, 2)
+    save_reranker(reranker, out, card)
+    console.print(
+        f"wrote {out}: {stats['pairs']} pairs ({stats['positives']} positive) "
+        f"from {stats['queries']} queries, "
+        f"{stats['steps']} steps, last loss {stats['last_loss']}, {time.perf_counter() - started:.1f} s"
+    )
 
 
 def register(app: typer.Typer) -> None:

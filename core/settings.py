@@ -158,6 +158,14 @@ class RankSettings(BaseModel):
     """Fraction of queries whose scored feature rows are logged."""
     user_lang: str = "en"
     """Language assumed wanted by queries without ``lang:`` (the ``lang_match`` feature)."""
+    reranker_model: Path | None = None
+    """A ``trawl train reranker`` output directory: serves the ``ltr+ce`` stage; None: off."""
+    reranker_top_n: int = Field(20, ge=2, le=200)
+    """How many of the LTR stage's top documents the cross-encoder reorders."""
+    reranker_weight: float = Field(1.0, ge=0, le=1)
+    """Head order: weight · z(cross-encoder) + (1 − weight) · z(LTR); 1 is the cross-encoder alone."""
+    reranker_train_pairs: int = Field(1024, ge=8)
+    """Most (query, document) pairs one fine-tuning run uses (sampled; keeps a fold to minutes)."""
 
 
 class Settings(BaseSettings):

@@ -35,7 +35,11 @@ def default_model_dir(bases: Sequence[Path] | None = None) -> Path | None:
 
 
 def serving_stages(settings: Settings, *, bases: Sequence[Path] | None = None) -> Mapping[str, RankStage]:
-    """``{"ltr": LtrStage}`` when a model is configured or packaged, else ``{}``."""
+    """``{"ltr": LtrStage}`` when a model is configured or packaged, else ``{}``.
+
+    Plus ``"ltr+ce"`` (:class:`rerank.cross_encoder.CrossEncoderStage`) when
+    ``rank.reranker_model`` names an existing directory: off by default.
+    """
     rank = settings.rank
     model_dir = rank.ltr_model or default_model_dir(bases)
     if model_dir is None:
@@ -48,4 +52,17 @@ def serving_stages(settings: Settings, *, bases: Sequence[Path] | None = None) -
         else None
     )
     logger.info("serving LTR model %s from %s", model.model_id, model_dir)
-    return {"ltr": LtrStage(model, feature_log=feature_log, user_lang=rank.user_lang)}
+    ltr = LtrStage(model, feature_log=feature_log, user_lang=rank.user_lang)
+    stages: dict[str, RankStage] = {"ltr": ltr}
+    if rank.reranker_model is not None:
+        if not Path(rank.reranker_model).exists():
+            logger.warning("reranker %s does not exist: serving without ltr+ce", rank.reranker_model)
+        else:
+            from rerank.cross_encoder import CrossEncoderReranker, CrossEncoderStage
+
+            reranker = CrossEncoderReranker.load(rank.reranker_model)
+            logger.info("serving cross-encoder %s from %s", reranker.model_id, rank.reranker_model)
+            stages["ltr+ce"] = CrossEncoderStage(
+                ltr, reranker, top_n=rank.reranker_top_n, weight=rank.reranker_weight
+            )
+    return stages

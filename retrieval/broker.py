@@ -316,7 +316,11 @@ class Broker:
         )
         ok = [r for r in replies if r is not None]
         return Gathered(
-            candidates=merge_shards([r.candidates for r in ok]),
+            candidates=merge_shards(
+                [r.candidates for r in ok],
+                k_lexical=k_lexical if len(self.shards) > 1 else None,
+                k_vector=k_vector if len(self.shards) > 1 else None,
+            ),
             lexical_total=sum(r.lexical_total for r in ok),
             missing_shards=missing,
             missing_lexical=missing,

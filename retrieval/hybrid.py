@@ -177,30 +177,52 @@ def union(
     return out
 
 
-def merge_shards(per_shard: Iterable[Sequence[Candidate]]) -> list[Candidate]:
+def merge_shards(
+    per_shard: Iterable[Sequence[Candidate]], *, k_lexical: int | None = None, k_vector: int | None = None
+) -> list[Candidate]:
     """Candidates of several shards as one set, ranks recomputed over the merged lists.
 
     Documents are partitioned, so no id appears twice; scores of different shards are
-    comparable once shards share collection statistics (issue 6).
+    comparable once shards share collection statistics. With ``k_lexical``/``k_vector``
+    the set is cut to the global lexical top-k ∪ vector top-k: exactly the candidates
+    one index over all documents would give, so N shards rank what one shard would
+    (and what the LTR model was trained on).
     """
     merged = [c for candidates in per_shard for c in candidates]
     # Ties keep each shard's own order (Tantivy's and HNSW's), shards by id: every
     # shard list is a prefix of its deeper lists, so the merged ranking is too, and
-    # page 2 never repeats page 1 when many documents score the same.
+    # page 2 never repeats page 1 when many documents score the same. Only members of
+    # a list are ranked in it (a lexical candidate may carry an exact cosine without
+    # having been in the vector top-k).
     by_bm25 = sorted(
-        (c for c in merged if c.bm25 is not None),
+        (c for c in merged if c.lexical_rank is not None and c.bm25 is not None),
         key=lambda c: (-(c.bm25 or 0.0), c.shard_id, c.lexical_rank),
     )
     by_cos = sorted(
-        (c for c in merged if c.cosine is not None),
+        (c for c in merged if c.vector_rank is not None and c.cosine is not None),
         key=lambda c: (-(c.cosine or 0.0), c.shard_id, c.vector_rank),
     )
     lexical_rank = {c.doc_id: r for r, c in enumerate(by_bm25, 1)}
     vector_rank = {c.doc_id: r for r, c in enumerate(by_cos, 1)}
-    return [
-        replace(c, lexical_rank=lexical_rank.get(c.doc_id), vector_rank=vector_rank.get(c.doc_id))
-        for c in merged
-    ]
+    out = []
+    for c in merged:
+        lr, vr = lexical_rank.get(c.doc_id), vector_rank.get(c.doc_id)
+        if k_lexical is not None and lr is not None and lr > k_lexical:
+            lr = None
+        if k_vector is not None and vr is not None and vr > k_vector:
+            vr = None
+        if lr is None and vr is None and (k_lexical is not None or k_vector is not None):
+            continue
+        out.append(
+            replace(
+                c,
+                lexical_rank=lr,
+                vector_rank=vr,
+                bm25=c.bm25 if lr is not None else None,
+                cosine=c.cosine if (vr is not None or lr is not None) else None,
+            )
+        )
+    return out
 
 
 def _ranked(scores: dict[DocId, float]) -> list[ScoredDoc]:

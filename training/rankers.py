@@ -73,7 +73,7 @@ def _load_plugins() -> None:
     """Import the modules that register rankers (each is optional until its issue lands)."""
     import importlib
 
-    for module in ("training.rankers_dense", "training.rankers_ltr"):
+    for module in ("training.rankers_dense", "training.rankers_ltr", "training.rankers_ce"):
         try:
             importlib.import_module(module)
         except ModuleNotFoundError as exc:

@@ -69,3 +69,19 @@ def test_ballast_never_surfaces(indexes: dict[int, SearchService]) -> None:
     assert service.num_docs == 600
     listed = [d for shard in lexical_shards(service) for d in shard.iter_stored()]
     assert len(listed) == 600 and all(int(d.doc_id) != 0 for d in listed)
+
+
+@pytest.mark.parametrize("query", QUERIES[:3])
+def test_merged_candidates_equal_single_index_candidates(indexes: dict[int, SearchService], query: str) -> None:
+    """The broker cuts N shards' candidates to the global top-k: what one index would give."""
+    single, sharded = indexes[1], indexes[4]
+    parsed = single.parse(query)
+
+    def candidates(service: SearchService) -> list[tuple[int, int | None, float]]:
+        gathered = service.generation.broker.gather(parsed, vector=None, k_lexical=15, k_vector=0)
+        return sorted((int(c.doc_id), c.lexical_rank, c.bm25 or 0.0) for c in gathered.candidates)
+
+    got, want = candidates(sharded), candidates(single)
+    assert [(d, r) for d, r, _ in got] == [(d, r) for d, r, _ in want]
+    assert [s for _, _, s in got] == pytest.approx([s for _, _, s in want], rel=1e-4)
+    assert len(got) == min(15, single.search(query).total)

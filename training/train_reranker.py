@@ -1,0 +1,239 @@
+"""Fine-tuning the cross-encoder reranker on judged query–document pairs.
+
+Starting point: the packaged MiniLM (``retrieval.embed.default_model_path``) with a
+fresh one-logit head. Pairs: each training query's judged positives (grade > 0, all of
+them, candidates or not) and hard negatives, the unjudged-or-zero candidates ranked
+highest by the first stage's reciprocal-rank fusion (the ``rrf`` feature; the LTR
+model's order would need a model trained on these very queries). Per query at most
+``positives_per_query`` positives and ``negatives_per_query`` negatives drawn at random
+from the top ``negative_pool``; when the total exceeds ``max_pairs`` pairs a uniform
+random subset is kept, so one epoch stays within a few minutes on 2 cores.
+
+Loss: binary cross-entropy on the logit; AdamW with linear warm-up and decay; one
+epoch. Everything is seeded (head initialisation, sampling, batch order).
+
+A trained model is a directory: the ``CrossEncoder`` files plus ``card.json`` (data,
+parameters, pair counts, date, code version, training time), written to a temporary
+directory and renamed.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import datetime as dt
+import hashlib
+import json
+import logging
+import random
+import shutil
+import tempfile
+import time
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import polars as pl
+
+from core.types import DocId
+from rerank.cross_encoder import CARD_FILE, CARD_FORMAT, CARD_VERSION, CrossEncoderReranker, document_text
+
+logger = logging.getLogger(__name__)
+
+ProgressFn = Callable[[int, int], None]
+"""(batches done, batches in all)."""
+Pair = tuple[str, str, float]
+"""(query text, document text, label 0/1)."""
+
+
+@dataclass(frozen=True, slots=True)
+class RerankerParams:
+    max_length: int = 128
+    batch_size: int = 16
+    learning_rate: float = 5e-5
+    warmup_fraction: float = 0.1
+    weight_decay: float = 0.01
+    epochs: int = 1
+    positives_per_query: int = 4
+    negatives_per_query: int = 8
+    negative_pool: int = 30
+    max_pairs: int = 1024
+    threads: int = 1
+    seed: int = 0
+
+
+def hard_negatives(frame: pl.DataFrame, qid: str, judged_positive: set[DocId], pool: int) -> list[DocId]:
+    """The query's candidates not judged relevant, best first by reciprocal-rank fusion."""
+    rows = frame.filter(pl.col("qid") == qid).sort("rrf", descending=True, nulls_last=True)
+    out = [DocId(int(d)) for d in rows["doc_id"].to_list() if DocId(int(d)) not in judged_positive]
+    return out[:pool]
+
+
+def sample_pairs(
+    frame: pl.DataFrame,
+    qrels: Mapping[str, Mapping[DocId, int]],
+    qids: Sequence[str],
+    query_texts: Mapping[str, str],
+    params: RerankerParams,
+) -> list[tuple[str, DocId, float]]:
+    """(qid, doc id, label) training pairs of ``qids`` only: judged positives and hard negatives."""
+    rng = random.Random(params.seed)
+    pairs: list[tuple[str, DocId, float]] = []
+    for qid in sorted(qids):
+        if qid not in query_texts:
+            continue
+        positives = sorted(d for d, g in qrels.get(qid, {}).items() if g > 0)
+        if not positives:
+            continue
+        negatives = hard_negatives(frame, qid, set(positives), params.negative_pool)
+        pos = rng.sample(positives, min(len(positives), params.positives_per_query))
+        neg = rng.sample(negatives, min(len(negatives), params.negatives_per_query))
+        pairs.extend((qid, d, 1.0) for d in pos)
+        pairs.extend((qid, d, 0.0) for d in neg)
+    if len(pairs) > params.max_pairs:
+        pairs = rng.sample(pairs, params.max_pairs)
+    return pairs
+
+
+def fine_tune(
+    reranker: CrossEncoderReranker,
+    pairs: Sequence[Pair],
+    params: RerankerParams,
+    *,
+    on_progress: ProgressFn | None = None,
+) -> dict[str, Any]:
+    """One pass (``epochs``) of BCE fine-tuning; returns the mean loss and the wall time."""
+    import torch
+
+    torch.set_num_threads(params.threads)
+    torch.manual_seed(params.seed)
+    model = reranker.model.model
+    model.train()
+    order = list(range(len(pairs)))
+    rng = random.Random(params.seed)
+    batches_per_epoch = (len(pairs) + params.batch_size - 1) // params.batch_size
+    total = max(1, batches_per_epoch * params.epochs)
+    optimizer = torch.optim.AdamW(
+        model.parameters(), lr=params.learning_rate, weight_decay=params.weight_decay
+    )
+    warmup = max(1, int(total * params.warmup_fraction))
+    scheduler = torch.optim.lr_scheduler.LambdaLR(
+        optimizer, lambda step: min((step + 1) / warmup, max(0.0, (total - step) / max(1, total - warmup)))
+    )
+    loss_fn = torch.nn.BCEWithLogitsLoss()
+    started = time.perf_counter()
+    losses: list[float] = []
+    step = 0
+    for _ in range(params.epochs):
+        rng.shuffle(order)
+        for start in range(0, len(order), params.batch_size):
+            batch = [pairs[i] for i in order[start : start + params.batch_size]]
+            logits = reranker.logits([p[0] for p in batch], [p[1] for p in batch])
+            loss = loss_fn(logits, torch.tensor([p[2] for p in batch], dtype=logits.dtype))
+            optimizer.zero_grad()
+            loss.backward()
+            torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+            optimizer.step()
+            scheduler.step()
+            losses.append(float(loss.detach()))
+            step += 1
+            if on_progress is not None:
+                on_progress(step, total)
+            if step % 20 == 0:
+                logger.info("reranker step %d/%d, loss %.4f", step, total, float(np.mean(losses[-20:])))
+    model.eval()
+    return {
+        "steps": step,
+        "pairs": len(pairs),
+        "mean_loss": round(float(np.mean(losses)), 4) if losses else None,
+        "last_loss": round(float(np.mean(losses[-20:])), 4) if losses else None,
+        "seconds": round(time.perf_counter() - started, 2),
+    }
+
+
+def train_fold(
+    base_model: Path,
+    frame: pl.DataFrame,
+    qrels: Mapping[str, Mapping[DocId, int]],
+    qids: Sequence[str],
+    query_texts: Mapping[str, str],
+    doc_texts: Callable[[Sequence[DocId]], Mapping[DocId, str]],
+    params: RerankerParams,
+    *,
+    on_progress: ProgressFn | None = None,
+) -> tuple[CrossEncoderReranker, dict[str, Any]]:
+    """A fresh reranker from ``base_model`` fine-tuned on pairs of ``qids`` only."""
+    sampled = sample_pairs(frame, qrels, qids, query_texts, params)
+    texts = doc_texts(sorted({d for _, d, _ in sampled}))
+    pairs = [(query_texts[q], texts.get(d, ""), label) for q, d, label in sampled]
+    reranker = CrossEncoderReranker.load(
+        base_model, max_length=params.max_length, threads=params.threads, seed=params.seed
+    )
+    stats = fine_tune(reranker, pairs, params, on_progress=on_progress)
+    stats["positives"] = sum(1 for p in pairs if p[2] > 0)
+    stats["queries"] = len({q for q, _, _ in sampled})
+    return reranker, stats
+
+
+def shard_texts(shard: Any) -> Callable[[Sequence[DocId]], dict[DocId, str]]:
+    """``doc ids → document_text`` read from a lexical shard's stored documents."""
+
+    def texts(doc_ids: Sequence[DocId]) -> dict[DocId, str]:
+        out: dict[DocId, str] = {}
+        for start in range(0, len(doc_ids), 512):
+            stored = shard.stored_many(list(doc_ids[start : start + 512]))
+            out.update({d: document_text(s.title, s.body) for d, s in stored.items()})
+        return out
+
+    return texts
+
+
+def save_reranker(reranker: CrossEncoderReranker, directory: Path, card: Mapping[str, Any]) -> Path:
+    """Write the model files and ``card.json`` into a temporary directory, then rename."""
+    directory = Path(directory)
+    directory.parent.mkdir(parents=True, exist_ok=True)
+    tmp = Path(tempfile.mkdtemp(prefix=f".{directory.name}-", dir=directory.parent))
+    tmp.chmod(0o755)
+    try:
+        reranker.model.save(str(tmp), create_model_card=False)
+        digest = hashlib.blake2b(digest_size=6)
+        for path in sorted(tmp.glob("*.safetensors")):
+            digest.update(path.read_bytes())
+        full = dict(card)
+        full.update(
+            format=CARD_FORMAT,
+            format_version=CARD_VERSION,
+            max_length=reranker.max_length,
+            model_id=f"{card.get('name', 'reranker')}-{digest.hexdigest()}",
+        )
+        (tmp / CARD_FILE).write_text(json.dumps(full, indent=2, sort_keys=True) + "\n")
+        if directory.exists():
+            shutil.rmtree(directory)
+        tmp.replace(directory)
+    except BaseException:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise
+    return directory
+
+
+def model_card(
+    *,
+    name: str,
+    base_model: Path,
+    data: Sequence[Mapping[str, Any]],
+    params: RerankerParams,
+    stats: Mapping[str, Any],
+) -> dict[str, Any]:
+    from training.train_ltr import code_version
+
+    return {
+        "name": name,
+        "base_model": str(base_model),
+        "created_at": dt.datetime.now(dt.UTC).isoformat(timespec="seconds"),
+        "code_version": code_version(),
+        "data": list(data),
+        "params": dataclasses.asdict(params),
+        "pairs": "judged positives (grade > 0) + hard negatives (top rrf candidates not judged relevant)",
+        "training": dict(stats),
+    }
