@@ -26,7 +26,6 @@ from __future__ import annotations
 import hashlib
 import logging
 import re
-import tomllib
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
@@ -34,6 +33,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 from core.errors import ConfigError
+from training.experiments.toml_tables import named_tables, read_toml
 
 logger = logging.getLogger(__name__)
 
@@ -183,22 +183,11 @@ class ExperimentBook:
         path = Path(path)
         if not path.exists():
             return cls({}, str(path))
-        try:
-            data = tomllib.loads(path.read_text(encoding="utf-8"))
-        except tomllib.TOMLDecodeError as exc:
-            raise ConfigError(f"{path} is not valid TOML: {exc}") from exc
-        return cls.from_mapping(data, source=str(path))
+        return cls.from_mapping(read_toml(path), source=str(path))
 
     @classmethod
     def from_mapping(cls, data: Mapping[str, Any], *, source: str = "experiments.toml") -> ExperimentBook:
-        extra = sorted(set(data) - {"experiments"})
-        if extra:
-            raise ConfigError(
-                f"{source}: unknown top-level key(s) {', '.join(extra)}; expected [experiments.NAME]."
-            )
-        tables = data.get("experiments", {})
-        if not isinstance(tables, dict):
-            raise ConfigError(f"{source}: 'experiments' must be a table of [experiments.NAME] tables.")
+        tables = named_tables(data, "experiments", source=source)
         found = [parse_experiment(n, t, source=source) for n, t in tables.items()]
         for i, a in enumerate(found):
             for b in found[i + 1 :]:

@@ -27,7 +27,6 @@ import hashlib
 import json
 import logging
 import re
-import tomllib
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -35,6 +34,7 @@ from typing import Any
 
 from core.errors import ConfigError
 from training.experiments import baselines as _baselines  # noqa: F401  (registers bm25-notitle)
+from training.experiments.toml_tables import named_tables, read_toml
 
 logger = logging.getLogger(__name__)
 
@@ -128,22 +128,11 @@ class RankerCatalog:
         if not path.exists():
             logger.info("no ranker configs at %s; only registered rankers resolve", path)
             return cls({}, str(path))
-        try:
-            data = tomllib.loads(path.read_text(encoding="utf-8"))
-        except tomllib.TOMLDecodeError as exc:
-            raise ConfigError(f"{path} is not valid TOML: {exc}") from exc
-        return cls.from_mapping(data, source=str(path))
+        return cls.from_mapping(read_toml(path), source=str(path))
 
     @classmethod
     def from_mapping(cls, data: Mapping[str, Any], *, source: str = "rankers.toml") -> RankerCatalog:
-        extra = sorted(set(data) - {"rankers"})
-        if extra:
-            raise ConfigError(
-                f"{source}: unknown top-level table(s) {', '.join(extra)}; expected [rankers.NAME]."
-            )
-        tables = data.get("rankers", {})
-        if not isinstance(tables, dict):
-            raise ConfigError(f"{source}: 'rankers' must be a table of [rankers.NAME] tables.")
+        tables = named_tables(data, "rankers", source=source)
         configs = {name: parse_ranker(name, table, source=source) for name, table in tables.items()}
         return cls(configs, source)
 
