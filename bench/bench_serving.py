@@ -228,6 +228,8 @@ def main() -> None:
     parser.add_argument("--workers", type=int, default=1, help="uvicorn worker processes")
     parser.add_argument("--passage-words", type=int, default=32)
     parser.add_argument("--build-only", action="store_true", help="build and embed the index, then stop")
+    parser.add_argument("--no-peers", action="store_true", help="skip the bare Tantivy/hnswlib runs")
+    parser.add_argument("--out", default="serving.md", help="results file name under bench/results/")
     args = parser.parse_args()
 
     root = REPO / "data" / "bench" / f"serving-{args.docs}-{args.shards}"
@@ -293,7 +295,7 @@ def main() -> None:
     finally:
         server.terminate()
         server.wait(timeout=30)
-    for hybrid in (False, True):
+    for hybrid in () if args.no_peers else (False, True):
         for clients in (int(c) for c in args.clients.split(",")):
             key = f"bare-{'tantivy+hnswlib' if hybrid else 'tantivy'}@{clients}"
             results[key] = bare_peer(root, qs, clients, args.duration, hybrid=hybrid)
@@ -305,7 +307,7 @@ def main() -> None:
         if isinstance(value, dict):
             cells = [key, *(str(value[c]) for c in ("qps", "p50_ms", "p95_ms", "p99_ms", "errors"))]
             lines.append("| " + " | ".join(cells) + " |")
-    (REPO / "bench" / "results" / "serving.md").write_text(
+    (REPO / "bench" / "results" / args.out).write_text(
         f"# Serving benchmark\n\n{args.docs:,} documents, {args.shards} shards, "
         f"{args.duration:.0f} s per run, {args.workers} worker(s); `python bench/bench_serving.py`\n\n"
         + "\n".join(lines)

@@ -178,7 +178,7 @@ class CrossEncoderStage:
         reranker: CrossEncoderReranker,
         *,
         top_n: int = 20,
-        weight: float = 1.0,
+        weight: float = 0.2,
         name: str = "ltr+ce",
     ) -> None:
         self.ltr = ltr

@@ -220,13 +220,19 @@ class VectorShard:
 
         Lets the ranker see the cosine of lexical candidates that missed the vector top-k.
         """
-        out: dict[DocId, float] = {}
         query = np.asarray(vector, dtype=np.float32)
-        for doc in doc_ids:
-            labels = self._doc_rows.get(int(doc))
-            if labels:
-                items = np.asarray(self._index.get_items(labels, return_type="numpy"), dtype=np.float32)
-                out[doc] = float(np.max(items.reshape(len(labels), self.dim) @ query))
+        present = [(doc, self._doc_rows[int(doc)]) for doc in doc_ids if self._doc_rows.get(int(doc))]
+        if not present:
+            return {}
+        # One batched read of every passage vector, one matrix product, then max per document.
+        labels = [label for _, rows in present for label in rows]
+        items = np.asarray(self._index.get_items(labels, return_type="numpy"), dtype=np.float32)
+        sims = items.reshape(len(labels), self.dim) @ query
+        out: dict[DocId, float] = {}
+        start = 0
+        for doc, rows in present:
+            out[doc] = float(np.max(sims[start : start + len(rows)]))
+            start += len(rows)
         return out
 
     # -- persistence ---------------------------------------------------------------------

@@ -6,11 +6,13 @@ query's LTR scores come from the LightGBM model of the fold that held it out, an
 top ``RankSettings.reranker_top_n`` are reordered by a cross-encoder fine-tuned on the
 *other* folds' queries only. No query's judgments train either model that scores it.
 
-The run uses ``RankSettings.reranker_weight`` (1.0: order the head by the
-cross-encoder alone). The report also gives the four metrics for a few other weights,
-computed from the same held-out scores for free; picking the weight from those numbers
-would be choosing on the test queries, so the weight is set beforehand and the others
-are reported only as a sensitivity check.
+The head's order is ``w·z(ce) + (1 − w)·z(ltr)``. Whether to blend, and how much, is
+decided by cross-validation: for each fold, ``w`` (from a small grid; 1 is the
+cross-encoder alone, 0 the LTR order) is the one with the best nDCG@10 over the
+*other* folds' held-out queries, so a fold's own judgments never choose its weight.
+The report gives the chosen weights and, as a sensitivity check only, the four
+metrics of every grid weight (choosing among those would be choosing on the test
+queries).
 
 Cross-encoder scores are cached per dataset and parameters (``ce-scores-*.json``), so
 re-running with another weight does not retrain.
@@ -31,13 +33,14 @@ import numpy as np
 from core.types import DocId, Query, ScoredDoc
 from rerank.cross_encoder import rerank_head
 from training.features import beir_labels, collection_frame
+from training.metrics import MetricReport, evaluate_run
 from training.rankers import EvalContext, EvalRanker, register_ranker
-from training.train_ltr import LtrParams, Split, cross_validate, cv_splits, metrics_of
+from training.train_ltr import FullQrels, LtrParams, Split, cross_validate, cv_splits
 from training.train_reranker import RerankerParams, shard_texts, train_fold
 
 logger = logging.getLogger(__name__)
 
-REPORTED_WEIGHTS = (0.0, 0.25, 0.5, 0.75, 1.0)
+WEIGHT_GRID = (0.0, 0.1, 0.2, 0.3, 0.4, 0.5, 0.75, 1.0)
 
 TrainFn = Callable[[Sequence[str]], Callable[[str, Sequence[DocId]], Sequence[float]]]
 """Training query ids → a scorer of (qid, doc ids)."""
@@ -81,6 +84,34 @@ def combine(
     final = {head[i]: float(total - pos) for pos, i in enumerate(new)}
     final.update({d: float(total - len(head) - pos) for pos, d in enumerate(tail)})
     return final
+
+
+def _report(
+    scores: Mapping[str, Mapping[DocId, float]], qrels: FullQrels, qids: Sequence[str]
+) -> MetricReport:
+    run = {q: {str(d): v for d, v in scores.get(q, {}).items()} for q in qids}
+    return evaluate_run(run, {q: qrels.get(q, {}) for q in qids})
+
+
+def choose_weights(
+    splits: Sequence[Split], per_query: Mapping[float, Mapping[str, Mapping[str, float]]]
+) -> dict[int, float]:
+    """Each fold's blend weight: the best mean nDCG@10 over the *other* folds' queries.
+
+    A fold's own judgments never choose its weight; ties go to the smaller weight
+    (closer to the LTR order).
+    """
+    out: dict[int, float] = {}
+    for split in splits:
+        held = set(split.test)
+        best: tuple[float, float] | None = None
+        for w in sorted(per_query):
+            values = [m["ndcg@10"] for q, m in per_query[w].items() if q not in held]
+            mean = float(np.mean(values)) if values else 0.0
+            if best is None or mean > best[0] + 1e-12:
+                best = (mean, w)
+        out[split.fold] = best[1] if best is not None else 0.0
+    return out
 
 
 class LtrCeRanker:
@@ -128,6 +159,7 @@ class LtrCeRanker:
                     }
                 )
             )
+        grid = sorted({*WEIGHT_GRID, rank.reranker_weight})
         finals = {
             w: {
                 q: combine(cv.scores.get(q, {}), ce[q], top_n=top_n, weight=w)
@@ -135,15 +167,20 @@ class LtrCeRanker:
                 else dict(cv.scores.get(q, {}))
                 for q in queries
             }
-            for w in sorted({*REPORTED_WEIGHTS, rank.reranker_weight})
+            for w in grid
         }
-        self.report_extra["weight"] = rank.reranker_weight
+        reports = {w: _report(s, qrels, judged) for w, s in finals.items()}
+        fold_weights = choose_weights(splits, {w: r.per_query for w, r in reports.items()})
+        chosen = {
+            q: finals[fold_weights[split.fold]][q] for split in splits for q in split.test if q in queries
+        }
+        chosen.update({q: finals[rank.reranker_weight][q] for q in queries if q not in chosen})
+        self.report_extra["weight"] = "chosen per fold on the other folds' held-out queries"
+        self.report_extra["fold_weights"] = [fold_weights[split.fold] for split in splits]
         self.report_extra["top_n"] = top_n
         self.report_extra["by_weight"] = {
-            str(w): {m: round(v, 4) for m, v in metrics_of(s, qrels, judged).items()}
-            for w, s in finals.items()
+            str(w): {m: round(v, 4) for m, v in r.means.items()} for w, r in reports.items()
         }
-        chosen = finals[rank.reranker_weight]
         out: dict[str, list[ScoredDoc]] = {}
         for qid in queries:
             ordered = sorted(chosen.get(qid, {}).items(), key=lambda item: (-item[1], item[0]))[:k]
@@ -179,7 +216,7 @@ class LtrCeRanker:
                 begun = time.perf_counter()
                 values = reranker.score(query_texts[qid], [texts.get(d, "") for d in doc_ids])
                 score_ms.append((time.perf_counter() - begun) * 1000)
-                return values.tolist()
+                return [float(v) for v in values]
 
             return score
 

@@ -16,7 +16,7 @@ from retrieval.analyzer import parse_query
 from retrieval.hybrid import Candidate
 from retrieval.lexical import StoredDoc
 from retrieval.ranking import RankContext, RankOutput
-from training.rankers_ce import combine, cross_validate_ce
+from training.rankers_ce import choose_weights, combine, cross_validate_ce
 from training.train_ltr import cv_splits
 from training.train_reranker import RerankerParams, fine_tune, sample_pairs, save_reranker
 
@@ -191,4 +191,16 @@ def test_serving_adds_ltr_ce_only_when_the_reranker_exists(tmp_path: Path) -> No
     assert (list(off), list(missing), list(on)) == (["ltr"], ["ltr"], ["ltr", "ltr+ce"])
     stage = on["ltr+ce"]
     assert isinstance(stage, CrossEncoderStage)
-    assert (stage.ltr, stage.top_n, stage.weight, stage.name) == (on["ltr"], 30, 1.0, "ltr+ce")
+    assert (stage.ltr, stage.top_n, stage.weight, stage.name) == (on["ltr"], 30, 0.2, "ltr+ce")
+
+
+def test_a_folds_blend_weight_is_chosen_without_its_own_queries() -> None:
+    from training.train_ltr import Split
+
+    splits = [Split(0, ("c", "d"), ("a", "b")), Split(1, ("a", "b"), ("c", "d"))]
+    # fold 0's own queries love the cross-encoder (w = 1); fold 1's prefer the LTR order.
+    per_query = {
+        0.0: {"a": {"ndcg@10": 0.1}, "b": {"ndcg@10": 0.1}, "c": {"ndcg@10": 0.6}, "d": {"ndcg@10": 0.6}},
+        1.0: {"a": {"ndcg@10": 0.9}, "b": {"ndcg@10": 0.9}, "c": {"ndcg@10": 0.5}, "d": {"ndcg@10": 0.5}},
+    }
+    assert choose_weights(splits, per_query) == {0: 0.0, 1: 1.0}
