@@ -19,6 +19,13 @@ from pathlib import Path
 
 import pytest
 import uvicorn
+from hypothesis import settings as hypothesis_settings
+
+# CI explores the same examples every run (a red build must be reproducible); run with
+# HYPOTHESIS_PROFILE=explore locally to search new ones.
+hypothesis_settings.register_profile("ci", derandomize=True, print_blob=True)
+hypothesis_settings.register_profile("explore", derandomize=False)
+hypothesis_settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "ci"))
 
 REPO = Path(__file__).resolve().parent.parent
 SHARED = REPO.parent / "shared"
