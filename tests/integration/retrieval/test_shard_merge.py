@@ -72,7 +72,9 @@ def test_ballast_never_surfaces(indexes: dict[int, SearchService]) -> None:
 
 
 @pytest.mark.parametrize("query", QUERIES[:3])
-def test_merged_candidates_equal_single_index_candidates(indexes: dict[int, SearchService], query: str) -> None:
+def test_merged_candidates_equal_single_index_candidates(
+    indexes: dict[int, SearchService], query: str
+) -> None:
     """The broker cuts N shards' candidates to the global top-k: what one index would give."""
     single, sharded = indexes[1], indexes[4]
     parsed = single.parse(query)
