@@ -67,6 +67,8 @@ class RankedList:
     total: int
     exhausted: bool
     gathered: list[Gathered] = field(default_factory=list)
+    stored: dict[DocId, StoredDoc] = field(default_factory=dict)
+    """Documents a stage already fetched (LTR reads their text): the page reuses them."""
 
 
 def normalized(query: Query) -> tuple[object, ...]:
@@ -230,7 +232,10 @@ class SearchService:
             gathered = broker.gather(
                 query, vector=None, k_lexical=depth, k_vector=0, with_fields=stage.with_fields
             )
-            out = stage.rank(query, gathered.candidates, explain=explain, context=self._context(generation))
+            stored: dict[DocId, StoredDoc] = {}
+            out = stage.rank(
+                query, gathered.candidates, explain=explain, context=self._context(generation, stored)
+            )
             return RankedList(
                 out.ranked[:depth],
                 {c.doc_id: c for c in gathered.candidates},
@@ -238,12 +243,14 @@ class SearchService:
                 gathered.lexical_total,
                 exhausted=len(out.ranked) < depth,
                 gathered=[gathered],
+                stored=stored,
             )
         window = self.settings.candidate_k
         ranked: list[ScoredDoc] = []
         candidates: dict[DocId, Candidate] = {}
         explanations: dict[DocId, dict[str, Any]] = {}
         all_gathered: list[Gathered] = []
+        fetched: dict[DocId, StoredDoc] = {}
         k_vector = window if vector is not None else 0
         exhausted = False
         lexical_total = 0
@@ -254,7 +261,7 @@ class SearchService:
             all_gathered.append(gathered)
             lexical_total = gathered.lexical_total
             fresh = [c for c in gathered.candidates if c.doc_id not in candidates]
-            out = stage.rank(query, fresh, explain=explain, context=self._context(generation))
+            out = stage.rank(query, fresh, explain=explain, context=self._context(generation, fetched))
             ranked.extend(out.ranked)
             explanations.update(out.explain)
             candidates.update({c.doc_id: c for c in fresh})
@@ -268,17 +275,29 @@ class SearchService:
             k_vector = 0  # vector candidates only in tier 0: the list stays finite
         vector_only = sum(1 for c in candidates.values() if c.bm25 is None)
         return RankedList(
-            ranked[:depth], candidates, explanations, lexical_total + vector_only, exhausted, all_gathered
+            ranked[:depth],
+            candidates,
+            explanations,
+            lexical_total + vector_only,
+            exhausted,
+            all_gathered,
+            fetched,
         )
 
-    def _context(self, generation: Generation) -> RankContext:
-        def fetch(candidates: Sequence[Candidate]) -> Mapping[DocId, StoredDoc]:
-            by_shard: dict[int, list[DocId]] = {}
-            for c in candidates:
+    def _fetch(
+        self, generation: Generation, candidates: Sequence[Candidate], cache: dict[DocId, StoredDoc]
+    ) -> dict[DocId, StoredDoc]:
+        """Stored documents of ``candidates`` from their shards, each fetched once per request."""
+        by_shard: dict[int, list[DocId]] = {}
+        for c in candidates:
+            if c.doc_id not in cache:
                 by_shard.setdefault(c.shard_id, []).append(c.doc_id)
-            return generation.broker.fetch(by_shard, time.perf_counter() + self.settings.deadline_s)
+        if by_shard:
+            cache.update(generation.broker.fetch(by_shard, time.perf_counter() + self.settings.deadline_s))
+        return {c.doc_id: cache[c.doc_id] for c in candidates if c.doc_id in cache}
 
-        return RankContext(fetch=fetch, generation=generation.id)
+    def _context(self, generation: Generation, cache: dict[DocId, StoredDoc]) -> RankContext:
+        return RankContext(fetch=lambda cs: self._fetch(generation, cs, cache), generation=generation.id)
 
     # -- the request ------------------------------------------------------------------
 
@@ -378,11 +397,7 @@ class SearchService:
         *,
         explain: bool,
     ) -> list[Hit]:
-        by_shard: dict[int, list[DocId]] = {}
-        for hit in page_hits:
-            by_shard.setdefault(ranked.candidates[hit.doc_id].shard_id, []).append(hit.doc_id)
-        deadline = time.perf_counter() + self.settings.deadline_s
-        stored = generation.broker.fetch(by_shard, deadline)
+        stored = self._fetch(generation, [ranked.candidates[h.doc_id] for h in page_hits], ranked.stored)
         positive = (*query.terms, *query.phrases)
         matcher = SnippetMatcher(
             {t for text in positive for t in analyze(text)}, [w for t in positive for w in t.split()]
