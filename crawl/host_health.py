@@ -12,6 +12,8 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
+from core.crawldir import CrawlDir
+
 
 @dataclass(frozen=True, slots=True)
 class HostHealth:
@@ -31,7 +33,7 @@ class HostHealth:
 
 def host_health(data_dir: Path, *, limit: int = 500) -> list[HostHealth]:
     """Hosts ordered by backlog then errors; empty when the crawl has no database yet."""
-    path = Path(data_dir) / "frontier.sqlite"
+    path = CrawlDir(data_dir).db
     if not path.exists():
         return []
     conn = sqlite3.connect(f"file:{path}?mode=ro", uri=True, timeout=5)

@@ -1,6 +1,6 @@
 """Explain one URL from a crawl's database: canonical form, robots decision, state, dedup.
 
-Everything comes from ``frontier.sqlite`` (robots policies are stored there too), so
+Everything comes from the crawl database (robots policies are stored there too), so
 the answer is offline and consistent with what the crawler decided. Whether and where
 the document is indexed is added by the index side (``api``), which reads the index.
 """
@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from core.crawldir import CrawlDir
 from core.types import DocId, doc_id_for
 from crawl.robots import agent_token, policy_from_response
 from crawl.state import CrawlDb
@@ -38,7 +39,7 @@ class UrlReport:
 def inspect_url(url: str, data_dir: Path, *, user_agent: str) -> UrlReport:
     """Report on ``url`` as the crawl in ``data_dir`` sees it."""
     canonical = canonicalize_url(url)
-    db_path = Path(data_dir) / "frontier.sqlite"
+    db_path = CrawlDir(data_dir).db
     if not canonical:
         return UrlReport(url, "", None, "unknown", None, (), "", ())
     if not db_path.exists():

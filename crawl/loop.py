@@ -28,6 +28,7 @@ from dataclasses import replace
 from email.utils import parsedate_to_datetime
 from pathlib import Path
 
+from core.crawldir import CrawlDir
 from core.docstore import DocStore
 from core.errors import CrawlError, FetchError, OutOfScope, RobotsDenied, TooLarge
 from core.linkgraph import Edge, LinkGraphStore
@@ -51,23 +52,12 @@ from crawl.warc import WarcSink
 
 logger = logging.getLogger(__name__)
 
-__all__ = ["Crawler", "CrawlPaths"]
+__all__ = ["Crawler"]
 
 _MAX_SITEMAP_DEPTH = 3
 _SEED_PRIORITY = 1.0
 _SITEMAP_PRIORITY = 0.9
 _SITEMAP_PAGE_PRIORITY = 0.8
-
-
-class CrawlPaths:
-    """Where one crawl keeps its files under its data directory."""
-
-    def __init__(self, data_dir: Path) -> None:
-        self.root = Path(data_dir)
-        self.db = self.root / "frontier.sqlite"
-        self.warc = self.root / "warc"
-        self.docs = self.root / "docs"
-        self.links = self.root / "links"
 
 
 def _retry_after_s(value: str, now: float) -> float | None:
@@ -108,7 +98,7 @@ class Crawler:
         recrawl: bool = False,
         resolver: Resolver = system_resolver,
     ) -> None:
-        self.paths = CrawlPaths(data_dir)
+        self.paths = CrawlDir(data_dir)
         self.settings = settings
         self.seeds = [u for u in (canonicalize_url(s) for s in seeds) if u]
         self.scope = scope or Scope.from_seeds(self.seeds, mode=settings.scope, max_depth=settings.max_depth)

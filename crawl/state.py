@@ -130,7 +130,7 @@ class UrlUpdate:
 
 
 class CrawlDb:
-    """One crawl's SQLite database (``DIR/frontier.sqlite``)."""
+    """One crawl's SQLite database (``CrawlDir.db``)."""
 
     def __init__(self, path: Path) -> None:
         path.parent.mkdir(parents=True, exist_ok=True)

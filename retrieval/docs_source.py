@@ -12,24 +12,25 @@ from pathlib import Path
 
 import polars as pl
 
+from core.crawldir import CrawlDir
 from core.docstore import DocStore
 from core.errors import ConfigError
 from core.linkgraph import LinkGraphStore, anchors_by_target
 from core.types import Document
 
 MAX_ANCHORS_PER_DOC = 200
-PAGERANK_FILE = "pagerank.parquet"
 
 
 def crawled_documents(data_dir: Path) -> Iterator[Document]:
     data_dir = Path(data_dir)
-    if not (data_dir / "docs").exists():
+    layout = CrawlDir(data_dir)
+    if not layout.docs.exists():
         raise ConfigError(f"{data_dir} has no docstore (docs/); run `trawl crawl … --data {data_dir}` first.")
-    store = DocStore(data_dir / "docs")
+    store = DocStore(layout.docs)
     anchors: dict[str, list[str]] = {}
     pagerank = page_ranks(data_dir)
-    if (data_dir / "links").exists():
-        anchors = anchors_by_target(LinkGraphStore(data_dir / "links").read_edges())
+    if layout.links.exists():
+        anchors = anchors_by_target(LinkGraphStore(layout.links).read_edges())
     for doc in store.iter_documents():
         updates: dict[str, object] = {}
         inbound = anchors.get(doc.url)
@@ -44,9 +45,9 @@ def page_ranks(data_dir: Path) -> dict[str, float]:
     """PageRank per URL (scaled to mean 1), as written by the link-graph job.
 
     The job (``training.linkgraph``, run by ``trawl index --data`` and the demo before
-    building) writes ``DIR/pagerank.parquet``; index build only reads it.
+    building) writes ``CrawlDir.pagerank``; index build only reads it.
     """
-    path = Path(data_dir) / PAGERANK_FILE
+    path = CrawlDir(data_dir).pagerank
     if not path.exists():
         return {}
     frame = pl.read_parquet(path, columns=["url", "pagerank_scaled"])

@@ -17,6 +17,7 @@ from pydantic import BaseModel, Field
 
 from api.deps import SearchDep
 from api.protection import AdminDep
+from core.crawldir import CrawlDir
 from core.errors import ConfigError, QueryError
 from crawl.host_health import host_health
 from crawl.inspect import inspect_url
@@ -100,7 +101,7 @@ def add_seeds(request: Request, _admin: AdminDep, body: Annotated[SeedsRequest, 
         queued.append(canonical)
     path = crawl_dir(request)
     path.mkdir(parents=True, exist_ok=True)
-    db = CrawlDb(path / "frontier.sqlite")
+    db = CrawlDb(CrawlDir(path).db)
     try:
         db.apply(inserts=inserts, leases=[], updates=[], hosts=[], now=time.time())
     finally:
@@ -113,7 +114,7 @@ def crawl_status(request: Request, _admin: AdminDep) -> dict[str, Any]:
     """URL counts by state and the busiest hosts."""
     from crawl.state import CrawlDb
 
-    path = crawl_dir(request) / "frontier.sqlite"
+    path = CrawlDir(crawl_dir(request)).db
     if not path.exists():
         return {"urls": 0, "by_status": {}, "hosts": []}
     db = CrawlDb(path)

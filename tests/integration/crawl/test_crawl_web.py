@@ -20,6 +20,7 @@ from starlette.requests import Request
 from starlette.responses import Response
 from warcio.archiveiterator import ArchiveIterator
 
+from core.crawldir import CrawlDir
 from core.docstore import DocStore
 from core.linkgraph import LinkGraphStore, anchors_by_target
 from core.settings import CrawlSettings
@@ -49,7 +50,7 @@ class CrawlRun:
     settings: CrawlSettings
 
     def rows(self) -> dict[str, dict]:
-        db = CrawlDb(self.data / "frontier.sqlite")
+        db = CrawlDb(CrawlDir(self.data).db)
         try:
             return {url: db.row(url) for url in db.iter_urls()}  # type: ignore[misc]
         finally:
@@ -267,7 +268,7 @@ def crawl_run(tmp_path_factory: pytest.TempPathFactory) -> Iterator[CrawlRun]:
 
 
 def _doc_urls(run: CrawlRun) -> set[str]:
-    return {doc.url for doc in DocStore(run.data / "docs").iter_documents()}
+    return {doc.url for doc in DocStore(CrawlDir(run.data).docs).iter_documents()}
 
 
 def test_never_more_than_one_request_in_flight_per_host(crawl_run: CrawlRun) -> None:
@@ -329,7 +330,7 @@ def test_address_guard_refuses_private_targets_reached_by_redirect(crawl_run: Cr
 def test_duplicates_are_recorded_not_indexed(crawl_run: CrawlRun) -> None:
     rows = crawl_run.rows()
     docs = _doc_urls(crawl_run)
-    sizes = {d.url: d.dup_cluster_size for d in DocStore(crawl_run.data / "docs").iter_documents()}
+    sizes = {d.url: d.dup_cluster_size for d in DocStore(CrawlDir(crawl_run.data).docs).iter_documents()}
     for first, second, kind in (("/dup1", "/dup2", "exact"), ("/near1", "/near2", "near")):
         u1, u2 = crawl_run.a.url(first), crawl_run.a.url(second)
         indexed = {u for u in (u1, u2) if u in docs}
@@ -368,7 +369,7 @@ def test_error_pages_and_bodies(crawl_run: CrawlRun) -> None:
 
 
 def test_the_indexed_documents(crawl_run: CrawlRun) -> None:
-    docs = {doc.url: doc for doc in DocStore(crawl_run.data / "docs").iter_documents()}
+    docs = {doc.url: doc for doc in DocStore(CrawlDir(crawl_run.data).docs).iter_documents()}
     a = crawl_run.a.url
     b = f"http://{crawl_run.b_authority}"
     expected_a_b = {
@@ -396,7 +397,7 @@ def test_the_indexed_documents(crawl_run: CrawlRun) -> None:
 
 
 def test_warc_holds_every_response(crawl_run: CrawlRun) -> None:
-    files = sorted((crawl_run.data / "warc").glob("*.warc.gz"))
+    files = sorted((CrawlDir(crawl_run.data).warc).glob("*.warc.gz"))
     assert files
     responses: list[str] = []
     for path in files:
@@ -409,7 +410,7 @@ def test_warc_holds_every_response(crawl_run: CrawlRun) -> None:
 
 
 def test_link_graph_gives_anchor_text(crawl_run: CrawlRun) -> None:
-    anchors = anchors_by_target(LinkGraphStore(crawl_run.data / "links").read_edges())
+    anchors = anchors_by_target(LinkGraphStore(CrawlDir(crawl_run.data).links).read_edges())
     assert anchors[crawl_run.a.url("/b-page")] == ["the b page"]
     assert "Host B" in anchors[f"http://{crawl_run.b_authority}/"]
 

@@ -11,6 +11,7 @@ import pytest
 from starlette.requests import Request
 from starlette.responses import Response
 
+from core.crawldir import CrawlDir
 from core.docstore import DocStore
 from core.settings import CrawlSettings
 from crawl.loop import Crawler
@@ -60,7 +61,7 @@ def _crawl(data: Path, server: HostServer, *, recrawl: bool) -> None:
 
 
 def _state(data: Path, url: str) -> tuple[str, float, int, int]:
-    conn = sqlite3.connect(data / "frontier.sqlite")
+    conn = sqlite3.connect(CrawlDir(data).db)
     try:
         row = conn.execute(
             "SELECT outcome, interval_s, fetch_count, change_count FROM urls WHERE url = ?", (url,)
@@ -89,6 +90,6 @@ def test_recrawl_uses_conditional_get_and_adapts(site: tuple[HostServer, Version
     _crawl(tmp_path, server, recrawl=True)  # changed: new version supersedes, interval shrinks
     assert versioned.conditional_hits[-1] == '"v1"'
     assert _state(tmp_path, url) == ("indexed", 75.0, 3, 1)
-    docs = {d.url: d for d in DocStore(tmp_path / "docs").iter_documents()}
+    docs = {d.url: d for d in DocStore(CrawlDir(tmp_path).docs).iter_documents()}
     assert docs[url].title == "Versioned v2"
     assert len(docs) == 3

@@ -18,6 +18,7 @@ from pathlib import Path
 
 import pytest
 
+from core.crawldir import CrawlDir
 from core.docstore import DocStore
 from core.settings import CrawlSettings
 from crawl.loop import Crawler
@@ -91,7 +92,7 @@ def _crawl_process(servers: list[HostServer], data: Path) -> Iterator[subprocess
 
 
 def _done_urls(data: Path) -> set[str]:
-    conn = sqlite3.connect(data / "frontier.sqlite")
+    conn = sqlite3.connect(CrawlDir(data).db)
     try:
         return {u for (u,) in conn.execute("SELECT url FROM urls WHERE status = 'done'")}
     except sqlite3.OperationalError:  # the crawl process has not created its tables yet
@@ -121,7 +122,7 @@ def test_sigkill_then_resume_gives_the_same_documents(servers: list[HostServer],
         min_delay_s=0.0, response_time_factor=0, allow_private=True, concurrency=4, flush_interval_s=0.1
     )
     summary = asyncio.run(Crawler(reference, settings, seeds=[s.url("/") for s in servers]).run())
-    expected = {d.url for d in DocStore(reference / "docs").iter_documents()}
+    expected = {d.url for d in DocStore(CrawlDir(reference).docs).iter_documents()}
     assert len(expected) == summary.indexed == 3 * PAGES_PER_HOST
 
     _clear(servers)
@@ -129,7 +130,7 @@ def test_sigkill_then_resume_gives_the_same_documents(servers: list[HostServer],
     with _crawl_process(servers, data) as process:
         deadline = time.monotonic() + 20
         while time.monotonic() < deadline:
-            if (data / "frontier.sqlite").exists() and len(_done_urls(data)) >= 20:
+            if CrawlDir(data).exists() and len(_done_urls(data)) >= 20:
                 break
             assert process.poll() is None, process.communicate()
             time.sleep(0.02)
@@ -146,7 +147,7 @@ def test_sigkill_then_resume_gives_the_same_documents(servers: list[HostServer],
     assert result["stopped"] is False and result["pending"] == 0
     refetched = set(_requests(servers)) & acknowledged
     assert refetched == set()
-    assert {d.url for d in DocStore(data / "docs").iter_documents()} == expected
+    assert {d.url for d in DocStore(CrawlDir(data).docs).iter_documents()} == expected
 
 
 def test_sigint_stops_gracefully_and_resume_completes(servers: list[HostServer], tmp_path: Path) -> None:
@@ -154,7 +155,7 @@ def test_sigint_stops_gracefully_and_resume_completes(servers: list[HostServer],
     with _crawl_process(servers, data) as process:
         deadline = time.monotonic() + 20
         while time.monotonic() < deadline:
-            if (data / "frontier.sqlite").exists() and len(_done_urls(data)) >= 10:
+            if CrawlDir(data).exists() and len(_done_urls(data)) >= 10:
                 break
             time.sleep(0.02)
         process.send_signal(signal.SIGINT)
@@ -162,8 +163,8 @@ def test_sigint_stops_gracefully_and_resume_completes(servers: list[HostServer],
     assert process.returncode == 0, stderr.decode()[-2000:]
     summary = json.loads(stdout)
     assert summary["stopped"] is True and summary["pending"] > 0
-    stored = {d.url for d in DocStore(data / "docs").iter_documents()}
+    stored = {d.url for d in DocStore(CrawlDir(data).docs).iter_documents()}
     assert stored == _done_urls(data) and len(stored) == summary["indexed"]
     resumed = subprocess.run(_command(servers, data), cwd=REPO, env=_env(), capture_output=True, timeout=60)
     assert resumed.returncode == 0
-    assert len({d.url for d in DocStore(data / "docs").iter_documents()}) == 3 * PAGES_PER_HOST
+    assert len({d.url for d in DocStore(CrawlDir(data).docs).iter_documents()}) == 3 * PAGES_PER_HOST

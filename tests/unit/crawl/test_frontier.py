@@ -8,6 +8,7 @@ from pathlib import Path
 
 import pytest
 
+from core.crawldir import CrawlDir
 from crawl.frontier import Feedback, Frontier, Lease
 from crawl.seen import SeenUrls
 from crawl.state import CrawlDb, NewUrl, UrlUpdate
@@ -30,7 +31,7 @@ def _done(lease: Lease) -> UrlUpdate:
 
 @pytest.fixture
 def db(tmp_path: Path) -> CrawlDb:
-    return CrawlDb(tmp_path / "frontier.sqlite")
+    return CrawlDb(CrawlDir(tmp_path).db)
 
 
 def test_one_host_at_a_time_and_min_delay(db: CrawlDb) -> None:
@@ -145,7 +146,7 @@ def test_resume_after_crash_keeps_finished_and_returns_leased(db: CrawlDb, tmp_p
 
     asyncio.run(first_run())
     db.close()
-    reopened = CrawlDb(tmp_path / "frontier.sqlite")
+    reopened = CrawlDb(CrawlDir(tmp_path).db)
 
     async def second_run() -> list[str]:
         frontier = _frontier(reopened, min_delay_s=0.0)
