@@ -46,8 +46,10 @@ fmt: setup ## Format and autofix
 	$(BIN)/ruff format .
 	$(BIN)/ruff check --fix .
 
-check: lint ## Lint and type-check
-	$(BIN)/mypy core api
+PACKAGES := core crawl retrieval rerank online training api cli
+
+check: lint ## Lint and type-check every package
+	$(BIN)/mypy $(PACKAGES)
 
 clean: ## Remove caches and built indexes (keeps .venv)
 	rm -rf data/cache .pytest_cache .ruff_cache .mypy_cache

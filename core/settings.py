@@ -93,7 +93,6 @@ class CrawlSettings(BaseModel):
     robots_ttl_s: float = Field(86_400, gt=0)
     allow_private: bool = False
     concurrency: int = Field(16, ge=1)
-    # Added with the crawler (issue 3).
     scope: Literal["host", "domain", "any"] = "host"
     allowed_networks: list[str] = []
     """CIDR blocks crawled even without ``allow_private`` (tests, the demo, an intranet)."""
@@ -114,8 +113,8 @@ class CrawlSettings(BaseModel):
 
 
 class ApiSettings(BaseModel):
-    host: str = "127.0.0.1"
-    port: int = Field(8000, ge=0, le=65535)
+    """The HTTP service. Where it listens is a ``trawl serve --host/--port`` argument, not a setting."""
+
     admin_api_key: SecretStr | None = None
     """Admin endpoints (crawl seeds, publish, rollback) need ``X-API-Key``; unset = admin off."""
     crawl_data: Path | None = None
@@ -130,7 +129,7 @@ class ApiSettings(BaseModel):
 
 
 class ExperimentSettings(BaseModel):
-    """Where A/B experiments read their definitions and write their logs (issue 7)."""
+    """Where A/B experiments read their definitions and write their logs."""
 
     rankers_file: Path = Path("rankers.toml")
     """Named, versioned ranker configs (``[rankers.NAME]`` tables)."""
@@ -148,7 +147,7 @@ class ExperimentSettings(BaseModel):
 
 
 class RankSettings(BaseModel):
-    """The learned ranking stages (issue 5): which model serves, and feature logging."""
+    """The learned ranking stages: which model serves, and feature logging."""
 
     ltr_model: Path | None = None
     """A ``trawl train ltr`` output directory; None: ``models/ltr/default`` when it exists."""
