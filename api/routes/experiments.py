@@ -23,9 +23,9 @@ from pydantic import BaseModel, ConfigDict, Field
 from api.errors import error_response
 from core.settings import Settings
 from core.types import Hit, SearchResponse
-from training.experiments.interleaving import Team, interleave_rng, team_draft
-from training.experiments.online import Assignment
-from training.experiments.runtime import BadClick, ExperimentRuntime, UnknownImpression
+from online.book import Assignment
+from online.interleaving import Team, interleave_rng, team_draft
+from online.runtime import BadClick, ExperimentRuntime, UnknownImpression
 
 router = APIRouter()
 

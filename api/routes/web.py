@@ -27,7 +27,7 @@ from api.routes import experiments
 from api.routes.documents import DocumentNotFound
 from core.errors import ConfigError, QueryError
 from core.types import DocId
-from training.experiments.runtime import BadClick, UnknownImpression
+from online.runtime import BadClick, UnknownImpression
 
 logger = logging.getLogger(__name__)
 WEB = Path(__file__).resolve().parent.parent / "web"

@@ -1,4 +1,9 @@
-"""Dependencies point one way: core ← crawl; core ← retrieval ← rerank ← training; api on top."""
+"""Dependencies point one way: core ← crawl; core ← retrieval ← rerank ← training; core ← online;
+api (the serving process) on top of all but training; cli (the ``trawl`` command) on top of everything.
+
+Serving must never import ``training``: what a live process needs for experiments is
+``online``, and ``training`` reads the logs ``online`` writes.
+"""
 
 from __future__ import annotations
 
@@ -13,9 +18,12 @@ ALLOWED: dict[str, set[str]] = {
     "crawl": {"core", "crawl"},
     "retrieval": {"core", "retrieval"},
     "rerank": {"core", "retrieval", "rerank"},
-    "training": {"core", "retrieval", "rerank", "training"},
-    "api": {"core", "crawl", "retrieval", "rerank", "training", "api"},
+    "online": {"core", "online"},
+    "training": {"core", "retrieval", "rerank", "online", "training"},
+    "api": {"core", "crawl", "retrieval", "rerank", "online", "api"},
+    "cli": {"core", "crawl", "retrieval", "rerank", "online", "training", "api", "cli"},
 }
+NEVER_TRAINING = ("api", "retrieval", "rerank", "online")
 HEAVY = {"torch", "tantivy", "hnswlib", "sentence_transformers", "lightgbm"}
 
 
@@ -37,6 +45,17 @@ def test_no_upward_imports(package: str) -> None:
         f"{path.relative_to(REPO)} imports {name}"
         for path in (REPO / package).rglob("*.py")
         for name in imports_of(path) & ours - ALLOWED[package]
+    }
+    assert not bad, sorted(bad)
+
+
+@pytest.mark.parametrize("package", NEVER_TRAINING)
+def test_serving_never_imports_training(package: str) -> None:
+    assert "training" not in ALLOWED[package]
+    bad = {
+        str(path.relative_to(REPO))
+        for path in (REPO / package).rglob("*.py")
+        if "training" in imports_of(path)
     }
     assert not bad, sorted(bad)
 

@@ -1,7 +1,7 @@
-"""A/B ranking experiments: offline paired comparisons, online bucketing, interleaving, logs, analysis.
+"""Offline A/B work: paired comparisons on judged collections, analysis of the online logs, simulators.
 
 Modules: ``rankers_config`` (named, versioned rankers), ``offline`` (paired tests on
-judged collections), ``online`` (experiment definitions, bucketing), ``interleaving``
-(team draft), ``logs`` (Parquet impression and click logs), ``runtime`` (what the API
-holds), ``analysis`` (``report(name)``), ``simulator`` (cascade clicks, sizing).
+judged collections), ``analysis`` (``report(name)`` over the logs ``online`` writes),
+``simulator`` (cascade clicks, sizing), ``stats`` and ``plot``. What a serving process
+needs (bucketing, interleaving, the logs, the runtime) is the ``online`` package.
 """

@@ -27,8 +27,8 @@ import numpy as np
 import polars as pl
 
 from core.errors import ConfigError
-from training.experiments.logs import CLICK_SCHEMA, IMPRESSION_SCHEMA, LogPaths, read_log
-from training.experiments.online import Experiment, ExperimentBook
+from online.book import Experiment, ExperimentBook
+from online.logs import CLICK_SCHEMA, IMPRESSION_SCHEMA, LogPaths, read_log
 from training.experiments.stats import difference_test, holm, ratio_estimate, sign_test, srm_chisquare
 
 logger = logging.getLogger(__name__)

@@ -33,8 +33,8 @@ from pathlib import Path
 from typing import Any
 
 from core.errors import ConfigError
+from online.toml_tables import named_tables, read_toml
 from training.experiments import baselines as _baselines  # noqa: F401  (registers bm25-notitle)
-from training.experiments.toml_tables import named_tables, read_toml
 
 logger = logging.getLogger(__name__)
 

@@ -35,9 +35,9 @@ from numpy.typing import NDArray
 
 from core.settings import Settings
 from core.types import doc_id_for
-from training.experiments.interleaving import Team, interleave_rng, team_draft
-from training.experiments.online import Experiment
-from training.experiments.runtime import ExperimentRuntime
+from online.book import Experiment
+from online.interleaving import Team, interleave_rng, team_draft
+from online.runtime import ExperimentRuntime
 from training.experiments.stats import (
     RatioEstimate,
     difference_test,

@@ -11,11 +11,11 @@ from pathlib import Path
 import pytest
 
 from core.settings import Settings
+from online.book import ExperimentBook
+from online.logs import ExperimentLogs
+from online.runtime import ExperimentRuntime
 from tests.integration.experiments.conftest import SHUFFLED
 from training.experiments.analysis import report
-from training.experiments.logs import ExperimentLogs
-from training.experiments.online import ExperimentBook
-from training.experiments.runtime import ExperimentRuntime
 from training.experiments.simulator import PRESETS, pooled_runs, simulate_logs
 
 REPO = Path(__file__).resolve().parents[3]

@@ -15,11 +15,11 @@ import httpx
 import pytest
 
 from core.settings import ExperimentSettings, Settings
+from online.logs import CLICK_SCHEMA, IMPRESSION_SCHEMA, part_files, read_log
 from retrieval.build import build_index
 from tests.conftest import ServerThread
 from tests.fixtures.docs import SMALL_WEB
 from tests.integration.experiments.service_app import create_experiment_app
-from training.experiments.logs import CLICK_SCHEMA, IMPRESSION_SCHEMA, part_files, read_log
 
 REPO = Path(__file__).resolve().parents[3]
 EXPERIMENTS = """
@@ -201,7 +201,7 @@ variants = [
 
 
 def test_ab_users_stay_in_their_bucket_across_requests(index_dir: Path, tmp_path: Path) -> None:
-    from training.experiments.online import ExperimentBook
+    from online.book import ExperimentBook
 
     (tmp_path / "experiments.toml").write_text(AB_EXPERIMENTS)
     settings = Settings(

@@ -8,10 +8,10 @@ from pathlib import Path
 import pytest
 from scipy import stats as sps
 
+from online.book import INTERLEAVED, Assignment, ExperimentBook
+from online.logs import ExperimentLogs
+from online.runtime import ExperimentRuntime
 from training.experiments.analysis import report
-from training.experiments.logs import ExperimentLogs
-from training.experiments.online import INTERLEAVED, Assignment, ExperimentBook
-from training.experiments.runtime import ExperimentRuntime
 
 BOOK = ExperimentBook.from_mapping(
     {

@@ -27,9 +27,9 @@ import pyarrow.parquet as pq
 
 from core.errors import QueryError
 from core.settings import Settings
-from training.experiments.interleaving import Team
-from training.experiments.logs import IMPRESSION_SCHEMA, ExperimentLogs, part_files
-from training.experiments.online import Assignment, ExperimentBook
+from online.book import Assignment, ExperimentBook
+from online.interleaving import Team
+from online.logs import IMPRESSION_SCHEMA, ExperimentLogs, part_files
 
 logger = logging.getLogger(__name__)
 

@@ -8,7 +8,7 @@ from datetime import UTC, datetime
 import pytest
 
 from core.errors import ConfigError
-from training.experiments.online import INTERLEAVED, ExperimentBook, unit_hash
+from online.book import INTERLEAVED, ExperimentBook, unit_hash
 
 IDS = [f"user-{i}" for i in range(100_000)]
 

@@ -33,7 +33,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 from core.errors import ConfigError
-from training.experiments.toml_tables import named_tables, read_toml
+from online.toml_tables import named_tables, read_toml
 
 logger = logging.getLogger(__name__)
 

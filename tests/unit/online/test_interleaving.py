@@ -7,7 +7,7 @@ from collections.abc import Iterable
 
 import pytest
 
-from training.experiments.interleaving import Credit, credit, interleave_rng, team_draft
+from online.interleaving import Credit, credit, interleave_rng, team_draft
 
 
 class Coins(random.Random):

@@ -7,9 +7,9 @@ from pathlib import Path
 
 import pytest
 
-from training.experiments.logs import CLICK_SCHEMA, ExperimentLogs, read_log
-from training.experiments.online import ExperimentBook
-from training.experiments.runtime import BadClick, ExperimentRuntime, UnknownImpression
+from online.book import ExperimentBook
+from online.logs import CLICK_SCHEMA, ExperimentLogs, read_log
+from online.runtime import BadClick, ExperimentRuntime, UnknownImpression
 
 
 def open_runtime(log_dir: Path) -> ExperimentRuntime:

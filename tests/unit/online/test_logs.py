@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pyarrow as pa
 
-from training.experiments.logs import ParquetLog, part_files, read_log
+from online.logs import ParquetLog, part_files, read_log
 
 SCHEMA = pa.schema([("n", pa.int64()), ("tag", pa.string())])
 
