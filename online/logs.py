@@ -1,9 +1,9 @@
 """Impression and click logs: buffered appends to Parquet parts, nothing lost on shutdown.
 
 Each log is a directory of immutable Parquet parts. A flush writes the buffered rows
-to a hidden temporary file, fsyncs it and renames it into place, so a reader (Polars
-``scan_parquet`` on ``part-*.parquet``) sees whole parts only, and a crash mid-write
-leaves at worst a stray ``.tmp`` that readers ignore. Part names carry the time, the
+as one new part with ``core.atomic`` (hidden temporary file, fsync, rename), so a
+reader (Polars ``scan_parquet`` on ``part-*.parquet``) sees whole parts only, and a
+crash mid-write leaves at worst a stray ``.tmp`` that readers ignore. Part names carry the time, the
 process id and a sequence number, so a restarted service adds new parts beside the
 old ones: restarts append, never rewrite or duplicate.
 
@@ -32,6 +32,7 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.parquet as pq
 
+from core import atomic
 from core.settings import Settings
 
 logger = logging.getLogger(__name__)
@@ -74,14 +75,6 @@ CLICK_SCHEMA = pa.schema(
 
 def resolve_log_dir(settings: Settings) -> Path:
     return settings.experiments.log_dir or settings.data_dir / "experiments" / "logs"
-
-
-def _fsync_dir(path: Path) -> None:
-    fd = os.open(path, os.O_RDONLY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
 
 
 class ParquetLog:
@@ -163,13 +156,7 @@ class ParquetLog:
         table = pa.Table.from_pylist(list(rows), schema=self.schema)
         self._seq += 1
         name = f"part-{time.time_ns():020d}-{os.getpid()}-{self._token}-{self._seq:06d}.parquet"
-        tmp = self.directory / f".{name}.tmp"
-        with tmp.open("wb") as handle:
-            pq.write_table(table, handle, compression="zstd")
-            handle.flush()
-            os.fsync(handle.fileno())
-        os.replace(tmp, self.directory / name)
-        _fsync_dir(self.directory)
+        atomic.write_with(self.directory / name, lambda tmp: pq.write_table(table, tmp, compression="zstd"))
         logger.debug("wrote %d rows to %s", len(rows), name)
 
     def _flush_periodically(self, interval_s: float) -> None:

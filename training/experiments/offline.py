@@ -17,7 +17,6 @@ Example::
 from __future__ import annotations
 
 import logging
-import os
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -25,6 +24,7 @@ from typing import Any
 
 import numpy as np
 
+from core import atomic
 from core.errors import ConfigError
 from core.settings import Settings
 from training.evaluate import EvalResult, evaluate
@@ -242,12 +242,6 @@ def _row(c: PairedComparison) -> str:
     )
 
 
-def _atomic_write(path: Path, text: str) -> None:
-    tmp = path.with_name(f".{path.name}.tmp")
-    tmp.write_text(text, encoding="utf-8")
-    os.replace(tmp, path)
-
-
 def write_markdown(report: ComparisonReport, out_dir: Path) -> Path:
     """Write ``compare-A-vs-B.md`` with one delta histogram SVG per B beside it; returns the .md."""
     out_dir.mkdir(parents=True, exist_ok=True)
@@ -276,7 +270,7 @@ def write_markdown(report: ComparisonReport, out_dir: Path) -> Path:
             title=f"{pooled.metric}: {pooled.b} − {report.a}, {len(pooled.qids)} queries",
             xlabel=f"per-query {pooled.metric} delta (right: {pooled.b} better)",
         )
-        _atomic_write(out_dir / svg_name, svg)
+        atomic.write_text(out_dir / svg_name, svg)
         order = sorted(zip(pooled.deltas, pooled.qids, strict=True))
         lines += [
             "",
@@ -288,7 +282,7 @@ def write_markdown(report: ComparisonReport, out_dir: Path) -> Path:
             "",
             "Largest wins: " + ", ".join(f"{q} ({d:+.3f})" for d, q in reversed(order[-5:]) if d > 0),
         ]
-    _atomic_write(md_path, "\n".join(lines) + "\n")
+    atomic.write_text(md_path, "\n".join(lines) + "\n")
     return md_path
 
 
