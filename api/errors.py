@@ -1,34 +1,66 @@
-"""Maps Trawl's errors and request validation failures to 4xx JSON: ``{"error", "detail"}``.
+"""Maps Trawl's errors and request validation failures to JSON: ``{"error", "detail"}``.
 
-Starlette looks handlers up by the exception's MRO, so a handler for a base class
-covers its subclasses. A 500 from this API is a bug.
+:data:`HTTP_ERRORS` is the one mapping from error class to (status, code); the tree in
+``core.errors`` draws the same picture. Starlette looks a handler up by the
+exception's MRO, so a class that is not listed gets its nearest listed ancestor's
+answer. Routes raise; they never build error responses themselves. ``BodyTooLarge``
+is not here: ``api.protection``'s middleware raises and answers it (413) outside
+the app. A 500 from this API is a bug.
 """
 
 from __future__ import annotations
 
 import logging
+from collections.abc import Mapping
 
 from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
-from core.errors import IndexStateError, QueryError
+from core.errors import (
+    AdminDisabled,
+    AdminKeyRejected,
+    BadClick,
+    ConfigError,
+    DocumentNotFound,
+    ExperimentsDisabled,
+    IndexStateError,
+    QueryError,
+    TrawlError,
+    UnknownImpression,
+)
 
 logger = logging.getLogger(__name__)
+
+HTTP_ERRORS: Mapping[type[TrawlError], tuple[int, str]] = {
+    ConfigError: (400, "bad_request"),
+    QueryError: (400, "bad_query"),
+    BadClick: (400, "bad_click"),
+    DocumentNotFound: (404, "not_found"),
+    UnknownImpression: (404, "unknown_impression"),
+    AdminKeyRejected: (401, "unauthorized"),
+    AdminDisabled: (403, "forbidden"),
+    IndexStateError: (503, "index_unavailable"),
+    ExperimentsDisabled: (503, "experiments_unavailable"),
+}
 
 
 def error_response(status: int, code: str, detail: str) -> JSONResponse:
     return JSONResponse({"error": code, "detail": detail}, status_code=status)
 
 
-async def _query_error(request: Request, exc: Exception) -> JSONResponse:
-    return error_response(400, "bad_query", str(exc))
+def status_of(exc: TrawlError) -> tuple[int, str] | None:
+    """(status, code) of the nearest listed class in ``exc``'s MRO; None when no branch is mapped."""
+    return next((HTTP_ERRORS[c] for c in type(exc).__mro__ if c in HTTP_ERRORS), None)
 
 
-async def _index_error(request: Request, exc: Exception) -> JSONResponse:
-    logger.warning("index unavailable: %s", exc)
-    return error_response(503, "index_unavailable", str(exc))
+async def _trawl_error(request: Request, exc: Exception) -> JSONResponse:
+    assert isinstance(exc, TrawlError)
+    status, code = status_of(exc) or (500, "internal_error")
+    if status >= 500:
+        logger.warning("%s: %s", code, exc)
+    return error_response(status, code, str(exc))
 
 
 async def _validation_error(request: Request, exc: Exception) -> JSONResponse:
@@ -46,35 +78,8 @@ async def _http_error(request: Request, exc: Exception) -> JSONResponse:
     return error_response(exc.status_code, code, str(exc.detail))
 
 
-async def _admin_error(request: Request, exc: Exception) -> JSONResponse:
-    from api.protection import AdminDenied
-
-    assert isinstance(exc, AdminDenied)
-    return error_response(exc.status, "unauthorized" if exc.status == 401 else "forbidden", str(exc))
-
-
-async def _not_found(request: Request, exc: Exception) -> JSONResponse:
-    return error_response(404, "not_found", str(exc))
-
-
-async def _manifest_error(request: Request, exc: Exception) -> JSONResponse:
-    return error_response(400, "bad_generation", str(exc))
-
-
-async def _config_error(request: Request, exc: Exception) -> JSONResponse:
-    return error_response(400, "bad_request", str(exc))
-
-
 def register_error_handlers(app: FastAPI) -> None:
-    from api.protection import AdminDenied
-    from api.routes.documents import DocumentNotFound
-    from core.errors import ConfigError, ManifestError
-
-    app.add_exception_handler(AdminDenied, _admin_error)
-    app.add_exception_handler(DocumentNotFound, _not_found)
-    app.add_exception_handler(ManifestError, _manifest_error)
-    app.add_exception_handler(ConfigError, _config_error)
-    app.add_exception_handler(QueryError, _query_error)
-    app.add_exception_handler(IndexStateError, _index_error)
+    for error in HTTP_ERRORS:
+        app.add_exception_handler(error, _trawl_error)
     app.add_exception_handler(RequestValidationError, _validation_error)
     app.add_exception_handler(StarletteHTTPException, _http_error)

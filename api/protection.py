@@ -18,23 +18,15 @@ from fastapi import Depends, Header, Request
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from api.metrics import RATE_LIMITED
-from core.errors import TrawlError
-
-
-class AdminDenied(TrawlError):
-    """Missing or wrong admin API key (401), or admin disabled (403)."""
-
-    def __init__(self, message: str, status: int) -> None:
-        super().__init__(message)
-        self.status = status
+from core.errors import AdminDisabled, AdminKeyRejected, BodyTooLarge
 
 
 def require_admin(request: Request, x_api_key: Annotated[str | None, Header()] = None) -> None:
     key = request.app.state.settings.api.admin_api_key
     if key is None:
-        raise AdminDenied("Admin endpoints are off: set TRAWL_API__ADMIN_API_KEY to enable them.", 403)
+        raise AdminDisabled("Admin endpoints are off: set TRAWL_API__ADMIN_API_KEY to enable them.")
     if x_api_key is None or not hmac.compare_digest(x_api_key.encode(), key.get_secret_value().encode()):
-        raise AdminDenied("Missing or wrong X-API-Key header for an admin endpoint.", 401)
+        raise AdminKeyRejected("Missing or wrong X-API-Key header for an admin endpoint.")
 
 
 AdminDep = Annotated[None, Depends(require_admin)]
@@ -133,7 +125,3 @@ class ProtectionMiddleware:
             await self.app(scope, limited_receive, send)
         except BodyTooLarge:
             await _reply(send, 413, "too_large", f"The request body exceeds {self.max_request_bytes} bytes.")
-
-
-class BodyTooLarge(Exception):
-    """A streamed body went past the limit (no Content-Length was sent)."""

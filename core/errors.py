@@ -1,16 +1,28 @@
-"""Trawl's exception tree.
+"""Trawl's exception tree, and the HTTP status the API answers for each branch.
 
 ::
 
     TrawlError
-    ├─ ConfigError
+    ├─ ConfigError                                          → 400 bad_request
     ├─ CrawlError ── FetchError(url, reason) · RobotsDenied · OutOfScope · TooLarge
-    ├─ QueryError ── QuerySyntaxError(position)      → 400
-    ├─ IndexStateError ── ManifestError · ShardUnavailable
+    ├─ QueryError                                           → 400 bad_query
+    │  ├─ BadClick                                          → 400 bad_click
+    │  ├─ DocumentNotFound                                  → 404 not_found
+    │  └─ UnknownImpression                                 → 404 unknown_impression
+    ├─ AdminDenied
+    │  ├─ AdminKeyRejected                                  → 401 unauthorized
+    │  └─ AdminDisabled                                     → 403 forbidden
+    ├─ BodyTooLarge                                         → 413 too_large (middleware)
+    ├─ IndexStateError                                      → 503 index_unavailable
+    │  └─ ManifestError · ShardUnavailable
+    ├─ ExperimentsDisabled                                  → 503 experiments_unavailable
     └─ ModelError ── ModelLoadError(path, reason)
 
-Messages say what happened, the value, and what to do. The API maps ``QueryError``
-to 400 and ``IndexStateError`` to 503; anything else reaching the user is a bug.
+A subclass gets its nearest listed ancestor's status. The mapping itself is
+``api.errors.HTTP_ERRORS`` (a test holds it to this picture), except ``BodyTooLarge``,
+which the protection middleware raises and answers while a body streams in.
+Messages say what happened, the value, and what to do. Anything else reaching the
+user is a bug.
 """
 
 from __future__ import annotations
@@ -51,10 +63,32 @@ class QueryError(TrawlError):
     """The query or one of its parameters cannot be used. Maps to HTTP 400."""
 
 
-class QuerySyntaxError(QueryError):
-    def __init__(self, message: str, position: int | None = None) -> None:
-        super().__init__(message)
-        self.position = position
+class BadClick(QueryError):
+    """A click that does not match its impression (wrong doc id or position)."""
+
+
+class DocumentNotFound(QueryError):
+    """No document with that id in the serving generation."""
+
+
+class UnknownImpression(QueryError):
+    """A click names an impression this service never showed (or has forgotten)."""
+
+
+class AdminDenied(TrawlError):
+    """An admin endpoint refused the request."""
+
+
+class AdminKeyRejected(AdminDenied):
+    """The ``X-API-Key`` header is missing or wrong."""
+
+
+class AdminDisabled(AdminDenied):
+    """No admin key is configured, so admin endpoints are off."""
+
+
+class BodyTooLarge(TrawlError):
+    """A streamed request body went past the limit (no Content-Length was sent)."""
 
 
 class IndexStateError(TrawlError):
@@ -67,6 +101,10 @@ class ManifestError(IndexStateError):
 
 class ShardUnavailable(IndexStateError):
     """A shard did not answer in time or failed."""
+
+
+class ExperimentsDisabled(TrawlError):
+    """Experiment logging is not enabled on this server."""
 
 
 class ModelError(TrawlError):

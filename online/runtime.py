@@ -25,21 +25,13 @@ from typing import Self
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from core.errors import QueryError
+from core.errors import BadClick, UnknownImpression
 from core.settings import Settings
 from online.book import Assignment, ExperimentBook
 from online.interleaving import Team
 from online.logs import IMPRESSION_SCHEMA, ExperimentLogs, part_files
 
 logger = logging.getLogger(__name__)
-
-
-class BadClick(QueryError):
-    """A click that does not match its impression (wrong doc id or position). Maps to 400."""
-
-
-class UnknownImpression(QueryError):
-    """A click names an impression this service never showed (or forgot). Maps to 404."""
 
 
 @dataclass(frozen=True, slots=True)

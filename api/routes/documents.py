@@ -9,7 +9,7 @@ from pydantic import BaseModel
 
 from api.deps import SearchDep
 from api.schemas import ErrorModel
-from core.errors import QueryError
+from core.errors import DocumentNotFound, QueryError
 from core.types import DocId
 
 router = APIRouter()
@@ -26,10 +26,6 @@ class DocumentModel(BaseModel):
     headings: list[str]
     body: str
     generation: str
-
-
-class DocumentNotFound(QueryError):
-    """No document with that id in the serving generation (404)."""
 
 
 @router.get("/v1/documents/{doc_id}", response_model=DocumentModel, responses={404: {"model": ErrorModel}})

@@ -20,12 +20,12 @@ from fastapi import APIRouter, Request, Response
 from fastapi.responses import JSONResponse
 from pydantic import BaseModel, ConfigDict, Field
 
-from api.errors import error_response
+from core.errors import ExperimentsDisabled
 from core.settings import Settings
 from core.types import Hit, SearchResponse
 from online.book import Assignment
 from online.interleaving import Team, interleave_rng, team_draft
-from online.runtime import BadClick, ExperimentRuntime, UnknownImpression
+from online.runtime import ExperimentRuntime
 
 router = APIRouter()
 
@@ -188,17 +188,16 @@ def search_with_experiments(
     summary="Record a click on a search result",
 )
 def click(request: Request, body: ClickIn) -> JSONResponse:
-    """Log a click on a result that the named impression showed at that position."""
+    """Log a click on a result that the named impression showed at that position.
+
+    A click that does not match its impression raises ``UnknownImpression`` (404) or
+    ``BadClick`` (400); the handlers in ``api.errors`` answer them.
+    """
     # Plain ``def``: a full buffer flushes to disk in this call, so it runs in the thread pool.
     runtime = get_runtime(request)
     if runtime is None:
-        return error_response(503, "experiments_unavailable", "Click logging is not enabled on this server.")
-    try:
-        click_id = runtime.record_click(
-            impression_id=body.impression_id, doc_id=body.doc_id, position=body.position
-        )
-    except UnknownImpression as exc:
-        return error_response(404, "unknown_impression", str(exc))
-    except BadClick as exc:
-        return error_response(400, "bad_click", str(exc))
+        raise ExperimentsDisabled("Click logging is not enabled on this server.")
+    click_id = runtime.record_click(
+        impression_id=body.impression_id, doc_id=body.doc_id, position=body.position
+    )
     return JSONResponse({"click_id": click_id}, status_code=202)

@@ -24,10 +24,8 @@ from markupsafe import Markup
 
 from api.deps import SearchDep
 from api.routes import experiments
-from api.routes.documents import DocumentNotFound
-from core.errors import ConfigError, QueryError
+from core.errors import BadClick, ConfigError, DocumentNotFound, QueryError, UnknownImpression
 from core.types import DocId
-from online.runtime import BadClick, UnknownImpression
 
 logger = logging.getLogger(__name__)
 WEB = Path(__file__).resolve().parent.parent / "web"

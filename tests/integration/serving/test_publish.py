@@ -97,7 +97,7 @@ def test_publish_during_queries_loses_nothing_and_rollback_restores(
     again = client.get("/v1/search", params={"q": "flow", "size": 20}).json()
     assert [r["doc_id"] for r in again["results"]] == [r["doc_id"] for r in before["results"]]
     bad = client.post("/v1/index/publish", json={"generation": "nope"}, headers={"X-API-Key": KEY})
-    assert bad.status_code == 400 and "does not exist" in bad.json()["detail"]
+    assert bad.status_code == 503 and "does not exist" in bad.json()["detail"]
 
 
 def test_admin_is_off_without_a_key(root: IndexRoot) -> None:

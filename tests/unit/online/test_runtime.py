@@ -7,9 +7,10 @@ from pathlib import Path
 
 import pytest
 
+from core.errors import BadClick, UnknownImpression
 from online.book import ExperimentBook
 from online.logs import CLICK_SCHEMA, ExperimentLogs, read_log
-from online.runtime import BadClick, ExperimentRuntime, UnknownImpression
+from online.runtime import ExperimentRuntime
 
 
 def open_runtime(log_dir: Path) -> ExperimentRuntime:
