@@ -3,8 +3,10 @@
 A ranker answers a batch of parsed queries with up to ``k`` scored documents each.
 It gets an :class:`EvalContext` (the dataset, its cached index, the qrels and the
 query folds) so that rankers which learn something (a fusion weight, an LTR model)
-can fit on training folds and score only held-out queries. Later issues register
-more rankers with :func:`register_ranker`.
+can fit on training folds and score only held-out queries.
+
+Trawl's own rankers are listed in :func:`_builtin`; :func:`register_ranker` adds
+others (experiment baselines, test doubles) under new names.
 """
 
 from __future__ import annotations
@@ -46,39 +48,53 @@ class EvalRanker(Protocol):
 
 
 RankerFactory = Callable[[EvalContext], EvalRanker]
-_REGISTRY: dict[str, RankerFactory] = {}
+_REGISTERED: dict[str, RankerFactory] = {}
 
 
 def register_ranker(name: str) -> Callable[[RankerFactory], RankerFactory]:
+    """Add a ranker beyond the built-in ones (decorator on its factory)."""
+
     def wrap(factory: RankerFactory) -> RankerFactory:
-        _REGISTRY[name] = factory
+        _REGISTERED[name] = factory
         return factory
 
     return wrap
 
 
+def _builtin() -> dict[str, RankerFactory]:
+    """Trawl's rankers by name.
+
+    Imported when first asked for, not at the top: each of those modules imports this
+    one (``EvalContext``), and LightGBM comes with them, which importing this module
+    should not cost.
+    """
+    from training.rankers_ce import LtrCeRanker
+    from training.rankers_dense import DenseRanker, HybridConvexRanker, HybridRrfRanker
+    from training.rankers_ltr import LtrRanker
+
+    return {
+        "bm25": _bm25,
+        "dense": DenseRanker,
+        "hybrid-rrf": HybridRrfRanker,
+        "hybrid": HybridConvexRanker,
+        "ltr": LtrRanker,
+        "ltr+ce": LtrCeRanker,
+    }
+
+
+def _rankers() -> dict[str, RankerFactory]:
+    return {**_builtin(), **_REGISTERED}
+
+
 def ranker_names() -> list[str]:
-    _load_plugins()
-    return sorted(_REGISTRY)
+    return sorted(_rankers())
 
 
 def make_ranker(name: str, context: EvalContext) -> EvalRanker:
-    _load_plugins()
-    if name not in _REGISTRY:
-        raise ConfigError(f"Unknown ranker {name!r}; expected one of: {', '.join(sorted(_REGISTRY))}.")
-    return _REGISTRY[name](context)
-
-
-def _load_plugins() -> None:
-    """Import the modules that register rankers (each is optional until its issue lands)."""
-    import importlib
-
-    for module in ("training.rankers_dense", "training.rankers_ltr", "training.rankers_ce"):
-        try:
-            importlib.import_module(module)
-        except ModuleNotFoundError as exc:
-            if exc.name != module:
-                raise
+    rankers = _rankers()
+    if name not in rankers:
+        raise ConfigError(f"Unknown ranker {name!r}; expected one of: {', '.join(sorted(rankers))}.")
+    return rankers[name](context)
 
 
 class Bm25Ranker:
@@ -93,6 +109,5 @@ class Bm25Ranker:
         return {qid: list(self.shard.search(q, k=k).hits) for qid, q in queries.items()}
 
 
-@register_ranker("bm25")
 def _bm25(context: EvalContext) -> EvalRanker:
     return Bm25Ranker(context.lexical())

@@ -34,7 +34,7 @@ from core.types import DocId, Query, ScoredDoc
 from rerank.cross_encoder import rerank_head
 from training.features import beir_labels, collection_frame
 from training.metrics import MetricReport, evaluate_run
-from training.rankers import EvalContext, EvalRanker, register_ranker
+from training.rankers import EvalContext
 from training.train_ltr import FullQrels, LtrParams, Split, cross_validate, cv_splits
 from training.train_reranker import RerankerParams, shard_texts, train_fold
 
@@ -232,8 +232,3 @@ class LtrCeRanker:
             "threads": params.threads,
         }
         return ce
-
-
-@register_ranker("ltr+ce")
-def _ltr_ce(context: EvalContext) -> EvalRanker:
-    return LtrCeRanker(context)

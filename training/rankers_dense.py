@@ -29,7 +29,7 @@ from retrieval.hybrid import Candidate, convex, rrf, shard_candidates
 from retrieval.lexical import LexicalShard
 from retrieval.vector import VectorShard
 from training.metrics import evaluate_run
-from training.rankers import EvalContext, EvalRanker, register_ranker
+from training.rankers import EvalContext
 
 logger = logging.getLogger(__name__)
 
@@ -153,18 +153,3 @@ class HybridConvexRanker(_HybridBase):
 
 def _mean(per_query: Mapping[str, float], qids: list[str]) -> float:
     return sum(per_query[q] for q in qids) / max(1, len(qids))
-
-
-@register_ranker("dense")
-def _dense(context: EvalContext) -> EvalRanker:
-    return DenseRanker(context)
-
-
-@register_ranker("hybrid-rrf")
-def _hybrid_rrf(context: EvalContext) -> EvalRanker:
-    return HybridRrfRanker(context)
-
-
-@register_ranker("hybrid")
-def _hybrid(context: EvalContext) -> EvalRanker:
-    return HybridConvexRanker(context)

@@ -22,7 +22,7 @@ from typing import Any
 from core.types import DocId, Query, ScoredDoc
 from rerank.ltr import LtrModel
 from training.features import beir_labels, collection_frame
-from training.rankers import EvalContext, EvalRanker, register_ranker
+from training.rankers import EvalContext
 from training.train_ltr import LtrParams, cross_validate, score_frame
 
 logger = logging.getLogger(__name__)
@@ -63,8 +63,3 @@ class LtrRanker:
             self.report_extra["fold_rounds"] = [f.rounds for f in cv.folds]
             self.report_extra["fold_ndcg@10"] = [round(f.metrics["ndcg@10"], 4) for f in cv.folds]
         return {qid: _ranked(scores.get(qid, {}), k) for qid in queries}
-
-
-@register_ranker("ltr")
-def _ltr(context: EvalContext) -> EvalRanker:
-    return LtrRanker(context)
