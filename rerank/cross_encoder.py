@@ -19,7 +19,6 @@ records each head document's cross-encoder score and its position before and aft
 
 from __future__ import annotations
 
-import json
 import logging
 import time
 from collections.abc import Mapping, Sequence
@@ -31,15 +30,14 @@ from numpy.typing import NDArray
 
 from core.errors import ModelLoadError
 from core.types import DocId, Query, ScoredDoc
+from rerank.model_card import CARD_FILE, CardFormat, read_card
 from retrieval.hybrid import Candidate
 from retrieval.lexical import StoredDoc
 from retrieval.ranking import RankContext, RankOutput, RankStage
 
 logger = logging.getLogger(__name__)
 
-CARD_FILE = "card.json"
-CARD_FORMAT = "trawl-cross-encoder"
-CARD_VERSION = 1
+CARD = CardFormat("trawl-cross-encoder", 1)
 DEFAULT_MAX_LENGTH = 128
 BODY_CHARS = 1200
 """Body prefix given to the model: 128 tokens hold far less, so more text is wasted tokenizing."""
@@ -91,18 +89,7 @@ class CrossEncoderReranker:
                 str(directory),
                 "no config.json: expected a `trawl train reranker` output or a BERT checkpoint",
             )
-        card: dict[str, Any] = {}
-        if (directory / CARD_FILE).exists():
-            try:
-                card = json.loads((directory / CARD_FILE).read_text())
-            except json.JSONDecodeError as exc:
-                raise ModelLoadError(str(directory), f"{CARD_FILE} is not JSON: {exc}") from exc
-            if card.get("format") != CARD_FORMAT or card.get("format_version") != CARD_VERSION:
-                raise ModelLoadError(
-                    str(directory),
-                    f"card format {card.get('format')!r} v{card.get('format_version')}, "
-                    f"expected {CARD_FORMAT!r} v{CARD_VERSION}",
-                )
+        card = read_card(directory, CARD) if (directory / CARD_FILE).exists() else {}
         if threads is not None:
             torch.set_num_threads(threads)
         length = max_length or int(card.get("max_length", DEFAULT_MAX_LENGTH))

@@ -17,11 +17,8 @@ recomputing anything differently.
 from __future__ import annotations
 
 import hashlib
-import json
 import logging
 import math
-import shutil
-import tempfile
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -32,19 +29,19 @@ import lightgbm as lgb
 import numpy as np
 from numpy.typing import NDArray
 
+from core.atomic import staging_dir
 from core.errors import ModelLoadError
 from core.types import DocId, Query, ScoredDoc
 from rerank.feature_log import FeatureLogger
 from rerank.features import SCHEMA, FeatureContext, compute_features
+from rerank.model_card import CARD_FILE, CardFormat, read_card, write_card
 from retrieval.hybrid import Candidate
 from retrieval.ranking import RankContext, RankOutput
 
 logger = logging.getLogger(__name__)
 
 MODEL_FILE = "model.txt"
-CARD_FILE = "card.json"
-CARD_FORMAT = "trawl-ltr"
-CARD_VERSION = 1
+CARD = CardFormat("trawl-ltr", 1)
 
 
 @dataclass(frozen=True, slots=True)
@@ -72,47 +69,22 @@ class LtrModel:
         return np.asarray(self.booster.predict(values, pred_contrib=True, num_threads=1), dtype=np.float64)
 
     def save(self, directory: Path) -> Path:
-        """Write ``model.txt`` and ``card.json`` into a temporary directory, then rename."""
-        directory = Path(directory)
-        directory.parent.mkdir(parents=True, exist_ok=True)
-        tmp = Path(tempfile.mkdtemp(prefix=f".{directory.name}-", dir=directory.parent))
-        tmp.chmod(0o755)  # mkdtemp makes it private; a model directory is shared data
-        try:
+        """Write ``model.txt`` and ``card.json`` into a staging directory, then rename it into place."""
+        with staging_dir(directory) as tmp:
             self.booster.save_model(str(tmp / MODEL_FILE))
             card = dict(self.card)
-            card.update(
-                format=CARD_FORMAT,
-                format_version=CARD_VERSION,
-                features=list(self.features),
-                model_id=self.model_id,
-            )
-            (tmp / CARD_FILE).write_text(json.dumps(card, indent=2, sort_keys=True) + "\n")
-            if directory.exists():
-                shutil.rmtree(directory)
-            tmp.replace(directory)
-        except BaseException:
-            shutil.rmtree(tmp, ignore_errors=True)
-            raise
-        return directory
+            card.update(features=list(self.features), model_id=self.model_id)
+            write_card(tmp, card, CARD)
+        return Path(directory)
 
     @classmethod
     def load(cls, directory: Path) -> Self:
         directory = Path(directory)
-        card_path = directory / CARD_FILE
-        if not card_path.exists() or not (directory / MODEL_FILE).exists():
+        if not (directory / CARD_FILE).exists() or not (directory / MODEL_FILE).exists():
             raise ModelLoadError(
                 str(directory), f"expected {MODEL_FILE} and {CARD_FILE}; train one with `trawl train ltr`"
             )
-        try:
-            card = json.loads(card_path.read_text())
-        except json.JSONDecodeError as exc:
-            raise ModelLoadError(str(directory), f"{CARD_FILE} is not JSON: {exc}") from exc
-        if card.get("format") != CARD_FORMAT or card.get("format_version") != CARD_VERSION:
-            raise ModelLoadError(
-                str(directory),
-                f"card format {card.get('format')!r} v{card.get('format_version')}, "
-                f"expected {CARD_FORMAT!r} v{CARD_VERSION}",
-            )
+        card = read_card(directory, CARD)
         features = tuple(card.get("features", ()))
         if features != SCHEMA:
             raise ModelLoadError(

@@ -20,6 +20,7 @@ Example::
     edges = LinkGraphStore(Path("data/links")).read_edges()     # src_url, dst_url, anchor_text
     pages = url_pagerank(edges)                                   # url, pagerank (sum 1), pagerank_scaled
     hosts = host_pagerank(edges)                                  # host, pagerank, pagerank_scaled
+    crawl_pagerank(Path("data/crawl"))                            # links/ in, pagerank.parquet out
 """
 
 from __future__ import annotations
@@ -36,7 +37,10 @@ import polars as pl
 import scipy.sparse as sp
 from numpy.typing import NDArray
 
+from core.atomic import write_with
+from core.crawldir import CrawlDir
 from core.errors import ConfigError
+from core.linkgraph import LinkGraphStore
 from core.types import DocId, doc_id_for
 
 logger = logging.getLogger(__name__)
@@ -178,8 +182,19 @@ def beir_pagerank(dataset_root: Path) -> dict[DocId, float]:
 
 def write_pagerank(frame: pl.DataFrame, path: Path) -> Path:
     """Write a PageRank frame as Parquet (temporary name, then rename)."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_suffix(path.suffix + ".tmp")
-    frame.write_parquet(tmp)
-    tmp.replace(path)
-    return path
+    return write_with(path, frame.write_parquet)
+
+
+def crawl_pagerank(data: Path) -> bool:
+    """The link-graph job of a crawl: PageRank of its pages, written where index build reads it.
+
+    Returns whether a PageRank file was written (a crawl without links has none).
+    """
+    crawl = CrawlDir(data)
+    if not crawl.links.exists():
+        return False
+    edges = LinkGraphStore(crawl.links).read_edges()
+    if edges.is_empty():
+        return False
+    write_pagerank(url_pagerank(edges), crawl.pagerank)
+    return True

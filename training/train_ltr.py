@@ -32,10 +32,14 @@ import lightgbm as lgb
 import numpy as np
 import polars as pl
 
+from core.atomic import write_with
 from core.errors import ConfigError
+from core.settings import Settings
 from core.types import DocId
 from rerank.features import SCHEMA
 from rerank.ltr import LtrModel, model_id_of
+from training.datasets import BeirDataset
+from training.features import CollectionFrame, beir_labels, collection_frame
 from training.metrics import METRICS, evaluate_run
 
 logger = logging.getLogger(__name__)
@@ -335,10 +339,115 @@ def train_ltr(
     return model, cv
 
 
+@dataclass(frozen=True, slots=True)
+class PooledCollections:
+    """Several judged collections as one training set; query ids are prefixed ``name:`` to keep them apart.
+
+    Doc ids need no prefix: they hash the collection name with the document id.
+    """
+
+    frame: pl.DataFrame
+    labels: dict[str, dict[DocId, int]]
+    """Prefixed qid → doc id → grade (every judgment, candidates or not)."""
+    datasets: tuple[BeirDataset, ...]
+    built: tuple[CollectionFrame, ...]
+
+
+def collection_prefix(dataset: BeirDataset) -> str:
+    """What a collection's query ids are prefixed with in a pooled training set."""
+    return f"{dataset.name}:"
+
+
+def pool_collections(
+    roots: Sequence[Path],
+    settings: Settings,
+    *,
+    depth: int | None = None,
+    on_progress: ProgressFn | None = None,
+) -> PooledCollections:
+    """Candidate frames and labels of every collection in ``roots`` (each frame cached on disk).
+
+    Progress is reported as ``("features · NAME", done, total)``, or once as
+    ``("features · NAME (cached)", 1, 1)`` when the frame came from its Parquet cache.
+    """
+    frames: list[pl.DataFrame] = []
+    labels: dict[str, dict[DocId, int]] = {}
+    datasets: list[BeirDataset] = []
+    built_frames: list[CollectionFrame] = []
+    for root in roots:
+        beir = BeirDataset.open(root)
+        what = f"features · {beir.name}"
+        reported = False
+
+        def on_features(done: int, total: int, what: str = what) -> None:
+            nonlocal reported
+            reported = True
+            if on_progress is not None:
+                on_progress(what, done, total)
+
+        built = collection_frame(root, settings, depth=depth, on_progress=on_features)
+        if not reported and on_progress is not None:
+            on_progress(f"{what} (cached)", 1, 1)
+        prefix = collection_prefix(beir)
+        frames.append(built.frame.with_columns((pl.lit(prefix) + pl.col("qid")).alias("qid")))
+        for qid, judged in beir_labels(beir, beir.qrels()).items():
+            labels[prefix + qid] = dict(judged)
+        datasets.append(beir)
+        built_frames.append(built)
+    return PooledCollections(
+        frame=pl.concat(frames, how="vertical"),
+        labels=labels,
+        datasets=tuple(datasets),
+        built=tuple(built_frames),
+    )
+
+
+def train_ltr_on_collections(
+    roots: Sequence[Path],
+    settings: Settings,
+    *,
+    name: str,
+    folds: int = DEFAULT_FOLDS,
+    depth: int | None = None,
+    seed: int = 0,
+    on_progress: ProgressFn | None = None,
+) -> tuple[LtrModel, CvResult]:
+    """``trawl train ltr``: pool the collections' hybrid candidates, cross-validate, train, card.
+
+    The card's ``data`` records, per collection, where its frame came from and how its
+    candidates were made, so the run can be reproduced from the cached frames.
+    """
+    pooled = pool_collections(roots, settings, depth=depth, on_progress=on_progress)
+    qrels = {q: {str(d): g for d, g in judged.items()} for q, judged in pooled.labels.items()}
+    data = [
+        {
+            "dataset": beir.name,
+            "path": str(root),
+            "fingerprint": beir.fingerprint(),
+            "queries": built.frame["qid"].n_unique(),
+            "rows": built.frame.height,
+            "frame": str(built.path),
+            "candidates": f"hybrid union: lexical top-{built.depth} ∪ vector top-{built.depth}",
+            "embed_model": settings.embed.model_dump(mode="json"),
+        }
+        for root, beir, built in zip(roots, pooled.datasets, pooled.built, strict=True)
+    ]
+    params = dataclasses.replace(LtrParams(), seed=seed)
+    if on_progress is not None:
+        on_progress("cross-validation", 0, folds)
+        on_progress("final model", 0, 1)
+    return train_ltr(
+        pooled.frame,
+        qrels,
+        name=name,
+        data=data,
+        params=params,
+        folds=folds,
+        seed=seed,
+        on_progress=on_progress,
+    )
+
+
 def save_frame(frame: pl.DataFrame, path: Path) -> Path:
     """Write a training frame as Parquet so the run can be reproduced from it."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_suffix(".parquet.tmp")
-    frame.write_parquet(tmp)
-    tmp.replace(path)
-    return path
+    return write_with(path, frame.write_parquet)

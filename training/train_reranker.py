@@ -22,22 +22,25 @@ from __future__ import annotations
 import dataclasses
 import datetime as dt
 import hashlib
-import json
 import logging
 import random
-import shutil
-import tempfile
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import polars as pl
 
+from core.atomic import staging_dir
+from core.settings import Settings
 from core.types import DocId
-from rerank.cross_encoder import CARD_FILE, CARD_FORMAT, CARD_VERSION, CrossEncoderReranker, document_text
+from rerank.cross_encoder import CARD, CrossEncoderReranker, document_text
+from rerank.model_card import write_card
+
+if TYPE_CHECKING:
+    from training.train_ltr import ProgressFn as PooledProgressFn
 
 logger = logging.getLogger(__name__)
 
@@ -190,31 +193,19 @@ def shard_texts(shard: Any) -> Callable[[Sequence[DocId]], dict[DocId, str]]:
 
 
 def save_reranker(reranker: CrossEncoderReranker, directory: Path, card: Mapping[str, Any]) -> Path:
-    """Write the model files and ``card.json`` into a temporary directory, then rename."""
-    directory = Path(directory)
-    directory.parent.mkdir(parents=True, exist_ok=True)
-    tmp = Path(tempfile.mkdtemp(prefix=f".{directory.name}-", dir=directory.parent))
-    tmp.chmod(0o755)
-    try:
+    """Write the model files and ``card.json`` into a staging directory, then rename it into place."""
+    with staging_dir(directory) as tmp:
         reranker.model.save(str(tmp), create_model_card=False)
         digest = hashlib.blake2b(digest_size=6)
         for path in sorted(tmp.glob("*.safetensors")):
             digest.update(path.read_bytes())
         full = dict(card)
         full.update(
-            format=CARD_FORMAT,
-            format_version=CARD_VERSION,
             max_length=reranker.max_length,
             model_id=f"{card.get('name', 'reranker')}-{digest.hexdigest()}",
         )
-        (tmp / CARD_FILE).write_text(json.dumps(full, indent=2, sort_keys=True) + "\n")
-        if directory.exists():
-            shutil.rmtree(directory)
-        tmp.replace(directory)
-    except BaseException:
-        shutil.rmtree(tmp, ignore_errors=True)
-        raise
-    return directory
+        write_card(tmp, full, CARD)
+    return Path(directory)
 
 
 def model_card(
@@ -225,7 +216,7 @@ def model_card(
     params: RerankerParams,
     stats: Mapping[str, Any],
 ) -> dict[str, Any]:
-    from training.train_ltr import code_version
+    from training.train_ltr import code_version  # LightGBM: not needed to load or fine-tune a reranker
 
     return {
         "name": name,
@@ -237,3 +228,63 @@ def model_card(
         "pairs": "judged positives (grade > 0) + hard negatives (top rrf candidates not judged relevant)",
         "training": dict(stats),
     }
+
+
+def train_reranker_on_collections(
+    roots: Sequence[Path],
+    settings: Settings,
+    *,
+    name: str,
+    params: RerankerParams,
+    depth: int | None = None,
+    on_progress: PooledProgressFn | None = None,
+) -> tuple[CrossEncoderReranker, dict[str, Any]]:
+    """``trawl train reranker``: fine-tune the packaged MiniLM on every judged query of the collections.
+
+    Returns the model and its card (save both with :func:`save_reranker`). Documents
+    are read from each collection's cached evaluation index.
+    """
+    from retrieval.build import shard_dir
+    from retrieval.embed import default_model_path
+    from retrieval.lexical import LexicalShard
+    from training.evaluate import cached_index
+    from training.train_ltr import collection_prefix, pool_collections
+
+    started = time.perf_counter()
+    pooled = pool_collections(roots, settings, depth=depth, on_progress=on_progress)
+    query_texts: dict[str, str] = {}
+    readers: list[Callable[[Sequence[DocId]], dict[DocId, str]]] = []
+    for beir in pooled.datasets:
+        index_dir, _ = cached_index(beir, settings)
+        readers.append(shard_texts(LexicalShard(shard_dir(index_dir, 0) / "lexical")))
+        prefix = collection_prefix(beir)
+        query_texts.update({prefix + q: t for q, t in beir.judged_queries().items()})
+
+    def doc_texts(doc_ids: Sequence[DocId]) -> dict[DocId, str]:
+        out: dict[DocId, str] = {}
+        for reader in readers:  # doc ids are collection-scoped hashes: no clashes
+            out.update(reader([d for d in doc_ids if d not in out]))
+        return out
+
+    def on_step(done: int, total: int) -> None:
+        if on_progress is not None:
+            on_progress("fine-tuning", done, total)
+
+    base = default_model_path()
+    reranker, stats = train_fold(
+        base,
+        pooled.frame,
+        pooled.labels,
+        sorted(query_texts),
+        query_texts,
+        doc_texts,
+        params,
+        on_progress=on_step,
+    )
+    data = [
+        {"dataset": beir.name, "path": str(root), "fingerprint": beir.fingerprint()}
+        for root, beir in zip(roots, pooled.datasets, strict=True)
+    ]
+    card = model_card(name=name, base_model=base, data=data, params=params, stats=stats)
+    card["training_seconds"] = round(time.perf_counter() - started, 2)
+    return reranker, card
