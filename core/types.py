@@ -65,6 +65,8 @@ class Query:
     site: str | None = None
     lang: str | None = None
     filetype: str | None = None
+    expansions: tuple[tuple[str, float], ...] = ()
+    """Query-time synonyms of the free terms: (text, weight relative to the term's own)."""
 
     @property
     def is_empty(self) -> bool:
@@ -119,3 +121,7 @@ class SearchResponse:
     next_cursor: str | None = None
     cached: bool = False
     timings_ms: dict[str, float] = field(default_factory=dict)
+    suggestion: str | None = None
+    """A spelling correction of the query to offer ("Did you mean …?")."""
+    rewritten_from: str | None = None
+    """The query as typed, when these are the results of its spelling correction instead."""
