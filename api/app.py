@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import logging
 import os
-from collections.abc import AsyncIterator, Mapping
+from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Any
@@ -24,15 +24,28 @@ from fastapi import FastAPI
 from api import metrics
 from api.errors import register_error_handlers
 from api.protection import ProtectionMiddleware
-from api.routes import admin, documents, experiments, health, search, web
+from api.routes import admin, crawl, documents, experiments, health, search, web
 from core.settings import Settings
-from retrieval.ranking import RankStage
 from retrieval.search import SearchService
 
 logger = logging.getLogger(__name__)
 
 
-def _load_encoder(settings: Settings, service: SearchService) -> None:
+def open_search_service(settings: Settings, index_dir: Path, *, remote: Any = None) -> SearchService:
+    """The search service over ``index_dir`` (or ``remote`` shards), with every ranker it can serve.
+
+    What ``create_app`` opens at start-up and ``trawl search`` opens in the terminal: the
+    published generation, the model-backed stages (LTR, cross-encoder) whose models
+    exist, and the query encoder when the generation has vectors.
+    """
+    from rerank.pipeline import serving_stages  # LightGBM: loaded when a service opens, not on import
+
+    service = SearchService.open(index_dir, settings.search, remote=remote, stages=serving_stages(settings))
+    _attach_encoder(settings, service)
+    return service
+
+
+def _attach_encoder(settings: Settings, service: SearchService) -> None:
     """Attach the query encoder when the serving generation has vectors."""
     if not settings.api.encode_queries or not settings.search.use_vectors:
         return
@@ -52,18 +65,6 @@ def _load_encoder(settings: Settings, service: SearchService) -> None:
         )
 
 
-def _extra_stages(settings: Settings) -> Mapping[str, RankStage]:
-    """Rankers beyond BM25 and fusion (LTR, cross-encoder), when their models exist."""
-    try:
-        from rerank.pipeline import serving_stages
-    except ModuleNotFoundError as exc:
-        if exc.name != "rerank.pipeline":
-            raise
-        return {}
-    stages: Mapping[str, RankStage] = serving_stages(settings)
-    return stages
-
-
 def create_app(settings: Settings, *, index_dir: Path, shard_urls: str | None = None) -> FastAPI:
     """Build the app serving ``index_dir``. The index is opened at start-up."""
 
@@ -74,10 +75,7 @@ def create_app(settings: Settings, *, index_dir: Path, shard_urls: str | None = 
             from retrieval.shard_http import connect_shards
 
             remote = connect_shards(shard_urls, timeout_s=settings.search.deadline_s * 2)
-        service = SearchService.open(
-            index_dir, settings.search, remote=remote, stages=_extra_stages(settings)
-        )
-        _load_encoder(settings, service)
+        service = open_search_service(settings, index_dir, remote=remote)
         metrics.GENERATION.labels(service.generation.id).set(1)
 
         def on_publish(generation: Any) -> None:
@@ -115,7 +113,7 @@ def create_app(settings: Settings, *, index_dir: Path, shard_urls: str | None = 
     app.include_router(health.router)
     app.include_router(web.router)
     app.mount("/static", web.static, name="static")
-    _include_optional_routers(app)
+    app.include_router(crawl.router)
     app.add_middleware(
         ProtectionMiddleware,
         rate_per_s=settings.api.rate_limit_per_s,
@@ -123,17 +121,6 @@ def create_app(settings: Settings, *, index_dir: Path, shard_urls: str | None = 
         max_request_bytes=settings.api.max_request_bytes,
     )
     return app
-
-
-def _include_optional_routers(app: FastAPI) -> None:
-    import importlib
-
-    for module in ("api.routes.crawl",):
-        try:
-            app.include_router(importlib.import_module(module).router)
-        except ModuleNotFoundError as exc:
-            if exc.name != module:
-                raise
 
 
 def app_from_environment() -> FastAPI:

@@ -249,7 +249,7 @@ def main() -> None:
         [
             sys.executable,
             "-m",
-            "api.cli",
+            "cli.main",
             "serve",
             "--index",
             str(root),

@@ -1,16 +1,10 @@
-"""``trawl crawl`` and ``trawl inspect``: run a crawl with live progress, explain one URL.
-
-``register(app)`` adds the commands to the ``trawl`` Typer app. Running this module
-(``python -m api.cli_crawl crawl ...``) gives the same commands on their own, which
-the resume tests use to SIGKILL a real crawl process.
-"""
+"""``trawl crawl``: run a polite crawl with live progress and a summary; Ctrl-C stops it gracefully."""
 
 from __future__ import annotations
 
 import asyncio
 import json
 import signal
-import time
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
@@ -21,11 +15,10 @@ from rich.table import Table
 from rich.text import Text
 
 from core.settings import CrawlSettings, Settings
-from crawl.inspect import inspect_url
 from crawl.loop import Crawler
 from crawl.stats import CrawlStats, CrawlSummary
 
-__all__ = ["register", "run_crawl"]
+__all__ = ["crawl_command", "run_crawl"]
 
 console = Console(stderr=True)
 ScopeChoice = Literal["host", "domain", "any"]
@@ -162,109 +155,3 @@ def crawl_command(
         typer.echo(json.dumps(payload))
     else:
         console.print(_summary_table(summary))
-
-
-def inspect_command(
-    url: Annotated[str, typer.Argument(help="The URL to explain.")],
-    data: Annotated[Path, typer.Option("--data", help="Crawl data directory.")],
-    json_out: Annotated[bool, typer.Option("--json", help="Print the report as JSON on stdout.")] = False,
-    index: Annotated[
-        Path | None, typer.Option("--index", help="Index root: also say whether and where it is indexed.")
-    ] = None,
-) -> None:
-    """Explain what the crawl knows about URL: canonical form, robots, state, history, duplicates,
-    and (with --index) whether it is in the serving generation and in which shard.
-
-    Example: trawl inspect "http://127.0.0.1:8000/library/os.html?utm_source=x" --data data/crawl
-    """
-    report = inspect_url(url, data, user_agent=Settings().crawl.user_agent)
-    indexed = _indexed(report.canonical_url, index) if index is not None and report.canonical_url else None
-    if json_out:
-        payload = {
-            "indexed": indexed,
-            "url": report.url,
-            "canonical_url": report.canonical_url,
-            "doc_id": report.doc_id,
-            "robots": report.robots,
-            "state": report.state,
-            "history": list(report.history),
-            "dup_of": report.dup_of,
-            "cluster": list(report.cluster),
-        }
-        typer.echo(json.dumps(payload, default=str))
-        return
-    out = Console()
-    if not report.canonical_url:
-        out.print(f"[red]{url!r} is not a crawlable http(s) URL.")
-        raise typer.Exit(1)
-    table = Table(title=f"Inspect {report.canonical_url}", show_header=False)
-    table.add_row("canonical URL", report.canonical_url)
-    table.add_row("doc id", str(report.doc_id))
-    table.add_row("robots.txt", report.robots)
-    if report.state is None:
-        table.add_row("crawl state", "never seen by this crawl")
-    else:
-        for key in (
-            "status",
-            "outcome",
-            "http_status",
-            "depth",
-            "kind",
-            "parent",
-            "retries",
-            "blocked_reason",
-            "etag",
-            "last_modified",
-            "content_hash",
-            "fetch_count",
-            "change_count",
-            "interval_s",
-        ):
-            value = report.state.get(key)
-            if value not in (None, "", 0):
-                table.add_row(key, str(value))
-    if indexed is not None:
-        table.add_row("indexed", indexed)
-    if report.dup_of:
-        table.add_row("duplicate of", report.dup_of)
-    if report.cluster:
-        table.add_row("dedup cluster", "\n".join(report.cluster))
-    for entry in report.history:
-        when = time.strftime("%Y-%m-%d %H:%M:%S", time.gmtime(entry["at"]))
-        table.add_row(
-            "fetched",
-            f"{when} UTC: {entry['http_status']} {entry['outcome']} "
-            f"({entry['bytes']} bytes, {entry['elapsed_s']:.2f} s)",
-        )
-    out.print(table)
-
-
-def _indexed(canonical_url: str, index: Path) -> str:
-    """Whether the serving generation of ``index`` holds the URL, and where."""
-    from core.settings import SearchSettings
-    from retrieval.search import SearchService
-
-    service = SearchService.open(index, SearchSettings(use_vectors=False, cache_entries=0))
-    try:
-        located = service.locate_url(canonical_url)
-        generation = service.generation.id
-    finally:
-        service.close()
-    if located is None:
-        return f"no (generation {generation})"
-    return f"yes: doc {int(located[0])}, shard {located[1]}, generation {generation}"
-
-
-def register(app: typer.Typer) -> None:
-    """Add ``crawl`` and ``inspect`` to the ``trawl`` app."""
-    app.command("crawl")(crawl_command)
-    app.command("inspect")(inspect_command)
-
-
-if __name__ == "__main__":
-    from core.logging import configure_logging
-
-    configure_logging("WARNING")
-    standalone = typer.Typer(add_completion=False, pretty_exceptions_enable=False)
-    register(standalone)
-    standalone()

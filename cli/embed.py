@@ -69,8 +69,3 @@ def embed_command(
         f"{report.docs:,} documents, {report.embedded:,} embedded now, "
         f"{report.rows:,} passage vectors in {report.version} ({report.seconds:.1f} s)"
     )
-
-
-def register(app: typer.Typer) -> None:
-    """Add ``trawl embed`` to the main command line (called by ``api.cli``)."""
-    app.command("embed")(embed_command)

@@ -1,8 +1,4 @@
-"""``trawl experiment``: offline comparisons, online experiment reports and click simulation.
-
-Loaded by :mod:`api.cli` like its other ``cli_*`` siblings; prints (the only place
-experiments do).
-"""
+"""``trawl experiment``: offline comparisons, online experiment reports and click simulation."""
 
 from __future__ import annotations
 
@@ -81,9 +77,9 @@ def report_command(
 
     Example: trawl experiment report title-boost --json
     """
+    from online.book import ExperimentBook
+    from online.logs import resolve_log_dir
     from training.experiments.analysis import report
-    from training.experiments.logs import resolve_log_dir
-    from training.experiments.online import ExperimentBook
 
     settings = Settings()
     book = ExperimentBook.load(settings.experiments.experiments_file)
@@ -123,10 +119,3 @@ def simulate_command(
         _emit(obj)
         return
     Console().print_json(json.dumps(obj))
-
-
-def register(app: typer.Typer) -> None:
-    """Add ``trawl experiment …`` to the main command line (once, however often it is called)."""
-    if any(group.name == "experiment" for group in app.registered_groups):
-        return
-    app.add_typer(experiment_app, name="experiment")

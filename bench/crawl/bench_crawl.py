@@ -90,7 +90,7 @@ def run_trawl(site: BenchSite, concurrency: int) -> dict[str, float]:
             [
                 sys.executable,
                 "-m",
-                "api.cli_crawl",
+                "cli.main",
                 "crawl",
                 *site.seeds,
                 "--data",

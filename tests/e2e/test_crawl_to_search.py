@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
-from api.cli import app
+from cli.main import app
 from tests.fixtures.crawl.web import HostServer, Site, html_page, prose
 
 pytestmark = pytest.mark.e2e

@@ -429,13 +429,10 @@ def test_inspect_explains_a_url(crawl_run: CrawlRun) -> None:
 def test_inspect_command_json(crawl_run: CrawlRun) -> None:
     import json
 
-    import typer
     from typer.testing import CliRunner
 
-    from api.cli_crawl import register
+    from cli.main import app
 
-    app = typer.Typer()
-    register(app)
     result = CliRunner().invoke(
         app, ["inspect", crawl_run.a.url("/near2?utm_source=x"), "--data", str(crawl_run.data), "--json"]
     )

@@ -1,6 +1,6 @@
 """Crash safety: a crawl killed with SIGKILL midway resumes to the same documents, and a
 URL acknowledged before the kill is never fetched again. The crawl runs as a real
-``python -m api.cli_crawl crawl`` process against fixture servers in this process."""
+``python -m cli.main crawl`` process against fixture servers in this process."""
 
 from __future__ import annotations
 
@@ -66,7 +66,7 @@ def _command(servers: list[HostServer], data: Path) -> list[str]:
     return [
         sys.executable,
         "-m",
-        "api.cli_crawl",
+        "cli.main",
         "crawl",
         *seeds,
         "--data",

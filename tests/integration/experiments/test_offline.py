@@ -58,7 +58,7 @@ def test_a_known_worse_ranker_loses_significantly(eval_dir: Path, exp_data_dir: 
 def test_cli_prints_one_json_object_with_per_dataset_entries(
     eval_dir: Path, exp_data_dir: Path, tmp_path: Path
 ) -> None:
-    code = "from api.cli import app, main; from api.cli_experiment import register; register(app); main()"
+    code = "from cli.main import main; main()"
     proc = subprocess.run(
         [
             sys.executable,

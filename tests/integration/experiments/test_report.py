@@ -62,7 +62,7 @@ def test_ab_report_finds_the_worse_variant_and_no_srm(logged: tuple[Path, Path])
 
 def test_report_command_prefers_the_better_ranker_by_interleaving(logged: tuple[Path, Path]) -> None:
     work, logs = logged
-    code = "from api.cli import app, main; from api.cli_experiment import register; register(app); main()"
+    code = "from cli.main import main; main()"
     proc = subprocess.run(
         [sys.executable, "-c", code, "experiment", "report", "il-test", "--json", "--log-dir", str(logs)],
         cwd=REPO,

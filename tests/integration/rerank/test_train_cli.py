@@ -19,7 +19,7 @@ REPO = Path(__file__).resolve().parents[3]
 def _trawl(*args: str) -> subprocess.CompletedProcess[str]:
     # The repository's data/ keeps the evaluation caches (vectors, feature frames).
     return subprocess.run(
-        [sys.executable, "-m", "api.cli", *args],
+        [sys.executable, "-m", "cli.main", *args],
         cwd=REPO,
         capture_output=True,
         text=True,

@@ -38,7 +38,7 @@ class ShardProcess:
         cmd = [
             sys.executable,
             "-m",
-            "api.cli",
+            "cli.main",
             "shard",
             "serve",
             "--index",

@@ -19,7 +19,7 @@ def test_eval_json_prints_one_object(eval_dir: Path, tmp_path: Path) -> None:
         [
             sys.executable,
             "-m",
-            "api.cli",
+            "cli.main",
             "eval",
             "--dataset",
             str(eval_dir / "cranfield"),

@@ -1,0 +1,41 @@
+"""``trawl eval``: a ranker's metrics over every judged query of a BEIR collection."""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+from typing import Annotated
+
+import typer
+from rich.console import Console
+from rich.table import Table
+
+from core.settings import Settings
+
+
+def eval_command(
+    dataset: Annotated[Path, typer.Option("--dataset", help="A BEIR collection directory.")],
+    ranker: Annotated[str, typer.Option("--ranker", help="bm25, dense, hybrid-rrf, hybrid, ltr, …")] = "bm25",
+    as_json: Annotated[bool, typer.Option("--json", help="Print exactly one JSON object on stdout.")] = False,
+    model: Annotated[Path | None, typer.Option("--model", help="A trained model directory (ltr).")] = None,
+    folds: Annotated[int, typer.Option("--folds", min=2, max=20, help="Cross-validation folds.")] = 5,
+) -> None:
+    """Evaluate a ranker on every judged query of a collection (nDCG@10, MAP, Recall@100, MRR@10).
+
+    Example: trawl eval --dataset ../shared/data/eval/cisi --ranker bm25 --json
+    """
+    from training.evaluate import evaluate
+
+    options = {"model": str(model)} if model else {}
+    result = evaluate(dataset, ranker, settings=Settings(), options=options, folds=folds)
+    if as_json:
+        sys.stdout.write(json.dumps(result.to_json()) + "\n")
+        return
+    table = Table(title=f"{result.dataset} · {result.ranker} · {result.queries} queries")
+    for name in ("nDCG@10", "MAP", "Recall@100", "MRR@10"):
+        table.add_column(name, justify="right")
+    table.add_row(*(f"{result.means[m]:.4f}" for m in ("ndcg@10", "map", "recall@100", "mrr@10")))
+    Console().print(table)
+    for key, value in result.extra.items():
+        Console().print(f"{key}: {value}")

@@ -1,0 +1,121 @@
+"""``trawl index``: build a generation (from a BEIR corpus or a crawl), list, publish, roll back."""
+
+from __future__ import annotations
+
+import datetime as dt
+from pathlib import Path
+from typing import Annotated
+
+import typer
+from rich.console import Console
+from rich.table import Table
+
+console = Console(stderr=True)
+index_app = typer.Typer(
+    help="Build index generations and choose which one serves.",
+    invoke_without_command=True,
+    no_args_is_help=False,
+)
+
+
+@index_app.callback()
+def index_command(
+    ctx: typer.Context,
+    index: Annotated[Path | None, typer.Option("--index", help="Index root (generations + CURRENT).")] = None,
+    beir: Annotated[Path | None, typer.Option("--beir", help="A BEIR collection (corpus.jsonl).")] = None,
+    data: Annotated[
+        Path | None, typer.Option("--data", help="A crawl data directory (its docstore).")
+    ] = None,
+    shards: Annotated[int, typer.Option("--shards", min=1, max=256, help="Document partitions.")] = 1,
+    publish: Annotated[bool, typer.Option("--publish/--no-publish", help="Serve it once built.")] = True,
+) -> None:
+    """Build a new generation from a BEIR corpus or a crawl's docstore, and publish it.
+
+    Example: trawl index --beir ../shared/data/eval/cranfield --index data/cranfield-index --shards 2
+    Then: trawl index list --index data/cranfield-index · trawl index rollback --index data/cranfield-index
+    """
+    if ctx.invoked_subcommand is not None:
+        return
+    from retrieval.manifest import IndexRoot
+
+    if index is None:
+        raise typer.BadParameter("--index DIR is required")
+    if (beir is None) == (data is None):
+        raise typer.BadParameter("give exactly one of --beir DIR or --data DIR")
+    if beir is not None:
+        from training.datasets import BeirDataset
+
+        docs = BeirDataset.open(beir).iter_documents()
+        source = f"beir:{beir}"
+    else:
+        from retrieval.docs_source import crawled_documents
+        from training.linkgraph import crawl_pagerank
+
+        assert data is not None
+        with console.status("PageRank…"):
+            crawl_pagerank(data)
+        docs = crawled_documents(data)
+        source = f"crawl:{data}"
+    root = IndexRoot(index)
+    with console.status("indexing…") as status:
+        generation = root.build(
+            docs,
+            shards=shards,
+            source=source,
+            on_progress=lambda n: status.update(f"indexing… {n:,} documents"),
+        )
+    info = next(g for g in root.list() if g.generation == generation)
+    console.print(f"built generation {generation}: {info.manifest.docs:,} documents, {shards} shard(s)")
+    if publish:
+        root.publish(generation)
+        console.print(f"published {generation} (serving processes pick it up on their next query)")
+
+
+@index_app.command("list")
+def index_list(index: Annotated[Path, typer.Option("--index", help="Index root.")]) -> None:
+    """List the generations of an index root; the serving one is marked.
+
+    Example: trawl index list --index data/index
+    """
+    from retrieval.manifest import IndexRoot
+
+    table = Table(title=str(index))
+    for column in ("", "generation", "documents", "shards", "built", "source"):
+        table.add_column(column)
+    for g in IndexRoot(index).list():
+        built = dt.datetime.fromtimestamp(g.manifest.built_at, dt.UTC).strftime("%Y-%m-%d %H:%M:%S")
+        table.add_row(
+            "*" if g.current else "",
+            g.generation,
+            f"{g.manifest.docs:,}",
+            str(g.manifest.shards),
+            built,
+            g.manifest.source,
+        )
+    Console().print(table)
+
+
+@index_app.command("publish")
+def index_publish(
+    generation: Annotated[str, typer.Argument(help="Generation id (see `trawl index list`).")],
+    index: Annotated[Path, typer.Option("--index", help="Index root.")],
+) -> None:
+    """Make a generation the serving one (atomic).
+
+    Example: trawl index publish g20261130T114100-a1b2c3 --index data/index
+    """
+    from retrieval.manifest import IndexRoot
+
+    IndexRoot(index).publish(generation)
+    console.print(f"published {generation}")
+
+
+@index_app.command("rollback")
+def index_rollback(index: Annotated[Path, typer.Option("--index", help="Index root.")]) -> None:
+    """Serve the generation that served before the current one.
+
+    Example: trawl index rollback --index data/index
+    """
+    from retrieval.manifest import IndexRoot
+
+    console.print(f"rolled back to {IndexRoot(index).rollback()}")
