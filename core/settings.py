@@ -50,6 +50,15 @@ class SearchSettings(BaseModel):
     cache_entries: int = Field(4096, ge=0)
     cache_ttl_s: float = Field(60.0, ge=0)
     keep_generations: int = Field(3, ge=1)
+    spelling: bool = True
+    """Spelling suggestions from the generation's vocabulary (retrieval.spelling)."""
+    spell_known_df: int = Field(2, ge=1)
+    """A word in at least this many documents is never corrected."""
+    spell_max_distance: int = Field(2, ge=1, le=3)
+    spell_rewrite_below: int = Field(3, ge=0)
+    """Serve the corrected query instead when the original finds fewer results (0: never)."""
+    synonyms_file: Path | None = None
+    """TOML synonyms applied at query time (retrieval.synonyms); None: no synonyms."""
 
 
 class EmbedSettings(BaseModel):
