@@ -16,6 +16,7 @@ from __future__ import annotations
 import re
 import unicodedata
 from collections import Counter
+from collections.abc import Sequence
 from functools import lru_cache
 
 import Stemmer
@@ -80,6 +81,11 @@ def analyze(text: str, *, keep_stopwords: bool = False) -> list[str]:
     if not keep_stopwords:
         ws = [w for w in ws if w not in ENGLISH_STOPWORDS]
     return list(_stemmer.stemWords(ws))
+
+
+def stems(words_of_text: Sequence[str]) -> list[str]:
+    """``analyze`` of a text already split by :func:`words` (for callers that need both)."""
+    return list(_stemmer.stemWords([w for w in words_of_text if w not in ENGLISH_STOPWORDS]))
 
 
 def analyzed_text(text: str) -> str:
