@@ -26,7 +26,8 @@ from core.errors import IndexStateError, ManifestError
 from core.settings import SearchSettings
 from core.types import DocId, Document, Query, ScoredDoc
 from retrieval.stats import BALLAST_TOKEN, CorpusStats, bm25_idf
-from retrieval.tokenizer import analyze, analyzed_text
+from retrieval.tokenizer import analyze, analyzed_text, stems, words
+from retrieval.vocabulary import VocabularyCounter
 
 logger = logging.getLogger(__name__)
 
@@ -133,8 +134,17 @@ def host_suffixes(host: str) -> list[str]:
 class LexicalShardWriter:
     """Builds a fresh shard directory. Use as a context manager; commit happens on exit."""
 
-    def __init__(self, path: Path, *, heap_bytes: int = 128_000_000, threads: int = 1) -> None:
+    def __init__(
+        self,
+        path: Path,
+        *,
+        heap_bytes: int = 128_000_000,
+        threads: int = 1,
+        vocabulary: VocabularyCounter | None = None,
+    ) -> None:
         self.path = Path(path)
+        self.vocabulary = vocabulary
+        """Where the surface words of each added document are counted (the build's speller vocabulary)."""
         if self.path.exists():
             shutil.rmtree(self.path)
         self.path.mkdir(parents=True)
@@ -161,7 +171,10 @@ class LexicalShardWriter:
             tdoc.add_text("lang", doc.lang.lower().split("-", 1)[0])
         if doc.filetype:
             tdoc.add_text("filetype", doc.filetype.lower())
-        body_tokens = analyzed_text(doc.title + " \n" + body)
+        body_words = words(doc.title + " \n" + body)
+        body_tokens = " ".join(stems(body_words))
+        if self.vocabulary is not None:
+            self.vocabulary.add_document([*body_words, *words(headings), *words(anchors)])
         analysed = {
             "title": analyzed_text(doc.title),
             "headings": analyzed_text(headings),
@@ -286,8 +299,8 @@ class LexicalShard:
     def doc_freqs(self, query: Query) -> dict[tuple[str, str], int]:
         """Local document frequency of every (field, term) the query scores with."""
         terms = set(self.scoring_terms(query))
-        for phrase in query.phrases:
-            terms.update(analyze(phrase))
+        for text in (*query.phrases, *(text for text, _ in query.expansions)):
+            terms.update(analyze(text))
         return {
             (f, t): int(self._searcher.doc_freq(f, t))
             for f in TEXT_FIELDS
@@ -361,6 +374,17 @@ class LexicalShard:
             for field, boost in boosts.items():
                 weight = boost * count * self._idf_ratio(stats, field, (term,))
                 q = tantivy.Query.boost_query(self._term(field, term), weight)
+                should.append((tantivy.Occur.Should, q))
+        for text, share in query.expansions:
+            # A synonym weighs ``share`` of what the term itself would (Query.expansions).
+            tokens = analyze(text)
+            if len(tokens) == 1:
+                for field, boost in boosts.items():
+                    weight = share * boost * self._idf_ratio(stats, field, tokens)
+                    q = tantivy.Query.boost_query(self._term(field, tokens[0]), weight)
+                    should.append((tantivy.Occur.Should, q))
+            elif tokens and boosts:
+                q = tantivy.Query.boost_query(self._in_any_field(tokens, list(boosts), stats), share)
                 should.append((tantivy.Occur.Should, q))
         # The scoring disjunction is itself required: beside Must filters, bare Should
         # clauses would turn optional and let filter-only matches through.
