@@ -12,11 +12,12 @@ import dataclasses
 import json
 import logging
 import math
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Annotated, Any
+from typing import Annotated, Any, TypedDict
 from urllib.parse import urlencode
 
-from fastapi import APIRouter, Query, Request
+from fastapi import APIRouter, Depends, Query, Request
 from fastapi.responses import HTMLResponse, RedirectResponse, Response
 from fastapi.staticfiles import StaticFiles
 from fastapi.templating import Jinja2Templates
@@ -53,25 +54,69 @@ def _as_int(value: str, default: int) -> int:
     return int(value) if value.isdigit() and len(value) < 7 else default
 
 
-@router.get("/", response_class=HTMLResponse)
-def search_page(
-    request: Request,
-    service: SearchDep,
+class SearchFilters(TypedDict):
+    site: str | None
+    lang: str | None
+    filetype: str | None
+
+
+@dataclass(frozen=True, slots=True)
+class PageQuery:
+    """The query and filters that the search and explain pages share and carry in their links.
+
+    Values are the form's strings, empty for unset, so that the page can show them back
+    in the form as typed.
+    """
+
+    q: str
+    site: str
+    lang: str
+    filetype: str
+    ranker: str
+
+    @property
+    def filters(self) -> dict[str, str]:
+        return {"site": self.site, "lang": self.lang, "filetype": self.filetype, "ranker": self.ranker}
+
+    @property
+    def kept(self) -> dict[str, str]:
+        """The filters that are set, for links back to the same search."""
+        return {k: v for k, v in self.filters.items() if v}
+
+    @property
+    def search_filters(self) -> SearchFilters:
+        """The filters as ``service.search`` keywords (None where unset)."""
+        return {"site": self.site or None, "lang": self.lang or None, "filetype": self.filetype or None}
+
+
+def page_query(
     q: Annotated[str, Query(max_length=10_000)] = "",
-    page: Annotated[str, Query(max_length=10)] = "1",
     site: Annotated[str, Query(max_length=300)] = "",
     lang: Annotated[str, Query(max_length=20)] = "",
     filetype: Annotated[str, Query(max_length=20)] = "",
     ranker: Annotated[str, Query(max_length=64)] = "",
+) -> PageQuery:
+    return PageQuery(q, site, lang, filetype, ranker)
+
+
+PageQueryDep = Annotated[PageQuery, Depends(page_query)]
+
+
+@router.get("/", response_class=HTMLResponse)
+def search_page(
+    request: Request,
+    service: SearchDep,
+    query: PageQueryDep,
+    page: Annotated[str, Query(max_length=10)] = "1",
 ) -> HTMLResponse:
-    filters = {"site": site, "lang": lang, "filetype": filetype, "ranker": ranker}
+    q = query.q
     context: dict[str, Any] = {
         "q": q,
         "results": [],
         "error": None,
         "response": None,
         "rankers": service.ranker_names(),
-        **filters,
+        **query.filters,
     }
     status = 200
     outcome: experiments.ExperimentOutcome | None = None
@@ -84,11 +129,9 @@ def search_page(
                     page=_as_int(page, 0),
                     size=service.settings.default_page_size,
                     ranker=chosen,
-                    site=site or None,
-                    lang=lang or None,
-                    filetype=filetype or None,
+                    **query.search_filters,
                 ),
-                forced_ranker=ranker or None,
+                forced_ranker=query.ranker or None,
             )
             response = outcome.response
         except QueryError as exc:
@@ -96,7 +139,7 @@ def search_page(
             status = 400
         else:
             pages = min(service.settings.max_page, math.ceil(response.total / response.size))
-            kept = {k: v for k, v in filters.items() if v}
+            kept = query.kept
 
             def page_url(n: int) -> str:
                 return "/?" + urlencode({"q": q, **kept, "page": n})
@@ -136,24 +179,18 @@ def _format(value: Any) -> str:
 def explain_page(
     request: Request,
     service: SearchDep,
-    q: Annotated[str, Query(max_length=10_000)] = "",
+    query: PageQueryDep,
     doc_id: Annotated[str, Query(max_length=24)] = "",
-    site: Annotated[str, Query(max_length=300)] = "",
-    lang: Annotated[str, Query(max_length=20)] = "",
-    filetype: Annotated[str, Query(max_length=20)] = "",
-    ranker: Annotated[str, Query(max_length=64)] = "",
 ) -> HTMLResponse:
-    kept = {
-        k: v for k, v in {"site": site, "lang": lang, "filetype": filetype, "ranker": ranker}.items() if v
-    }
+    q = query.q
     context: dict[str, Any] = {
         "q": q,
-        "ranker": ranker,
+        "ranker": query.ranker,
         "hit": None,
         "rows": [],
         "error": None,
         "depth": EXPLAIN_DEPTH,
-        "back_url": "/?" + urlencode({"q": q, **kept}),
+        "back_url": "/?" + urlencode({"q": q, **query.kept}),
     }
     status = 200
     try:
@@ -166,11 +203,9 @@ def explain_page(
                 q,
                 page=page,
                 size=per_page,
-                ranker=ranker or None,
+                ranker=query.ranker or None,
                 explain=True,
-                site=site or None,
-                lang=lang or None,
-                filetype=filetype or None,
+                **query.search_filters,
             )
             hit = next((h for h in response.hits if int(h.doc_id) == wanted), None)
             if hit is not None or len(response.hits) < per_page:
