@@ -51,6 +51,7 @@ def query_from_wire(data: dict[str, Any]) -> Query:
         site=data.get("site"),
         lang=data.get("lang"),
         filetype=data.get("filetype"),
+        expansions=tuple((str(text), float(share)) for text, share in data.get("expansions", ())),
     )
 
 
