@@ -15,7 +15,7 @@ os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 import typer
 from rich.console import Console
 
-from cli import crawl, demo, embed, evaluate, experiment, index, inspect, search, serve, train
+from cli import crawl, dataset, demo, embed, evaluate, experiment, index, inspect, search, serve, train
 from core.errors import TrawlError
 from core.logging import configure_logging
 
@@ -47,6 +47,7 @@ app.command("embed")(embed.embed_command)
 app.add_typer(train.train_app, name="train")
 app.command("demo")(demo.demo_command)
 app.add_typer(experiment.experiment_app, name="experiment")
+app.add_typer(dataset.dataset_app, name="dataset")
 
 
 def main() -> None:
