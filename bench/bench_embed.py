@@ -35,9 +35,10 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 import numpy as np  # noqa: E402
 
 from core.settings import Settings  # noqa: E402
-from retrieval.backfill import ChunkStore, backfill_index, version_dir  # noqa: E402
+from retrieval.backfill import ChunkStore, backfill_index  # noqa: E402
 from retrieval.build import build_index  # noqa: E402
 from retrieval.embed import Embedder, normalize  # noqa: E402
+from retrieval.layout import version_dir  # noqa: E402
 from retrieval.vector import VectorShard  # noqa: E402
 from training.datasets import BeirDataset  # noqa: E402
 from training.evaluate import parse_queries  # noqa: E402

@@ -26,7 +26,8 @@ import tantivy
 
 from core.errors import QueryError
 from core.settings import SearchSettings
-from retrieval.build import build_index, shard_dir
+from retrieval.build import build_index
+from retrieval.layout import lexical_dir
 from retrieval.search import SearchService
 from retrieval.tokenizer import analyzed_text
 from training.datasets import BeirDataset
@@ -62,7 +63,7 @@ def main() -> None:
         queries = args.queries.read_text().splitlines() if args.queries else []
     # The response cache is off: every query must do the work.
     service = SearchService.open(index_dir, SearchSettings(cache_entries=0))
-    bare = tantivy.Index.open(str(shard_dir(index_dir, 0) / "lexical"))
+    bare = tantivy.Index.open(str(lexical_dir(index_dir, 0)))
     searcher = bare.searcher()
     fields = ["title", "headings", "body", "anchors"]
 

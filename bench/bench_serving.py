@@ -86,11 +86,12 @@ def embed_short_passages(gen_dir: Path, words: int) -> None:
     """
     import numpy as np
 
-    from retrieval.backfill import current_version, vector_root, version_dir
-    from retrieval.build import IndexManifest, shard_dir
+    from core.atomic import write_text
+    from retrieval import layout
     from retrieval.embed import Embedder
     from retrieval.lexical import LexicalShard
-    from retrieval.vector import VectorShard, version_name
+    from retrieval.manifest import IndexManifest
+    from retrieval.vector import VectorShard, current_version
 
     settings = Settings().embed.model_copy(update={"max_seq_length": 64, "batch_size": 64})
     embedder = Embedder.from_settings(settings)
@@ -98,15 +99,15 @@ def embed_short_passages(gen_dir: Path, words: int) -> None:
         if current_version(gen_dir, shard) is not None:
             continue
         t0 = time.perf_counter()
-        docs = list(LexicalShard(shard_dir(gen_dir, shard) / "lexical").iter_stored())
+        docs = list(LexicalShard(layout.lexical_dir(gen_dir, shard)).iter_stored())
         texts = [f"{d.title}. {' '.join(d.body.split()[:words])}" for d in docs]
         vectors = np.vstack([embedder.encode(texts[i : i + 1024]) for i in range(0, len(texts), 1024)])
         index = VectorShard.from_settings(
             settings, dim=embedder.dim, model_id=embedder.model_id, capacity=len(docs)
         )
         index.add([int(d.doc_id) for d in docs], vectors)
-        index.save(version_dir(gen_dir, shard, embedder.model_id) / "index")
-        (vector_root(gen_dir, shard) / "CURRENT").write_text(version_name(embedder.model_id) + "\n")
+        index.save(layout.vector_index_dir(layout.version_dir(gen_dir, shard, embedder.model_id)))
+        write_text(layout.vector_pointer(gen_dir, shard), layout.version_name(embedder.model_id) + "\n")
         print(f"shard {shard}: {len(docs)} vectors in {time.perf_counter() - t0:.0f} s", file=sys.stderr)
 
 
@@ -160,15 +161,15 @@ def bare_peer(root: Path, qs: list[str], clients: int, duration: float, *, hybri
 
     import tantivy
 
-    from retrieval.backfill import current_version, vector_root
-    from retrieval.build import IndexManifest, shard_dir
+    from retrieval import layout
     from retrieval.embed import Embedder
+    from retrieval.manifest import IndexManifest
     from retrieval.tokenizer import analyzed_text
-    from retrieval.vector import VectorShard
+    from retrieval.vector import VectorShard, current_version
 
     gen = resolve_index(root)
     manifest = IndexManifest.load(gen)
-    shards = [tantivy.Index.open(str(shard_dir(gen, i) / "lexical")) for i in range(manifest.shards)]
+    shards = [tantivy.Index.open(str(layout.lexical_dir(gen, i))) for i in range(manifest.shards)]
     searchers = [s.searcher() for s in shards]
     vectors = []
     encoder = None
@@ -176,7 +177,7 @@ def bare_peer(root: Path, qs: list[str], clients: int, duration: float, *, hybri
         for i in range(manifest.shards):
             version = current_version(gen, i)
             assert version is not None, "run the embedding step first"
-            vectors.append(VectorShard.load(vector_root(gen, i) / version / "index"))
+            vectors.append(VectorShard.load(layout.vector_index_dir(layout.vector_root(gen, i) / version)))
         encoder = Embedder.from_settings(Settings().embed)
     fields = ["title", "headings", "body", "anchors"]
 
@@ -249,7 +250,7 @@ def main() -> None:
         [
             sys.executable,
             "-m",
-            "cli.main",
+            "api.cli",
             "serve",
             "--index",
             str(root),

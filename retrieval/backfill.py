@@ -14,16 +14,10 @@ the job must survive being killed and must never redo finished work:
   date from the chunks it has not absorbed yet (recorded in its manifest), documents
   gone from the lexical index are deleted, and ``vector/CURRENT`` is pointed at it.
 
-Layout per shard (next to ``lexical/``)::
-
-    shard-0000/vector/CURRENT                       name of the version being served
-    shard-0000/vector/<version>/chunks/checkpoint.json
-    shard-0000/vector/<version>/chunks/chunk-000001.{docs,rows,vectors}.npy
-    shard-0000/vector/<version>/index/              a saved VectorShard
-    shard-0000/vector/<version>/lock                flock: one backfill per shard and model
-
-A new model gets a new ``<version>`` directory; the old one is untouched and keeps
-serving until the new one is complete and ``CURRENT`` moves.
+Each shard and model has a version directory of chunks, a saved vector index and a
+lock (paths in :mod:`retrieval.layout`). A new model gets a new version directory; the
+old one is untouched and keeps serving until the new one is complete and ``CURRENT``
+moves.
 """
 
 from __future__ import annotations
@@ -32,7 +26,6 @@ import fcntl
 import hashlib
 import json
 import logging
-import os
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -42,16 +35,17 @@ from pathlib import Path
 import numpy as np
 from numpy.typing import NDArray
 
+from core.atomic import write_text, write_with
 from core.errors import ManifestError
 from core.settings import EmbedSettings
-from retrieval.build import IndexManifest, shard_dir
+from retrieval import layout
 from retrieval.embed import Embedder
 from retrieval.lexical import LexicalShard
-from retrieval.vector import VectorShard, version_name
+from retrieval.manifest import IndexManifest
+from retrieval.vector import VectorShard
 
 logger = logging.getLogger(__name__)
 
-CHECKPOINT = "checkpoint.json"
 ProgressFn = Callable[[int, int], None]
 """Called with (documents done in this run, documents to do in this run)."""
 
@@ -71,23 +65,10 @@ class BackfillReport:
     seconds: float
 
 
-def vector_root(index_dir: Path, shard: int) -> Path:
-    return shard_dir(index_dir, shard) / "vector"
-
-
-def version_dir(index_dir: Path, shard: int, model_id: str) -> Path:
-    return vector_root(index_dir, shard) / version_name(model_id)
-
-
-def current_version(index_dir: Path, shard: int) -> str | None:
-    """The version named by ``vector/CURRENT``, or None before the first backfill."""
-    pointer = vector_root(index_dir, shard) / "CURRENT"
-    return pointer.read_text().strip() if pointer.exists() else None
-
-
 def open_vector_shard(index_dir: Path, shard: int, *, model_id: str, ef: int | None = None) -> VectorShard:
     """The vector index of ``model_id`` for one shard; raises ManifestError if not built."""
-    return VectorShard.load(version_dir(index_dir, shard, model_id) / "index", ef=ef, model_id=model_id)
+    index = layout.vector_index_dir(layout.version_dir(index_dir, shard, model_id))
+    return VectorShard.load(index, ef=ef, model_id=model_id)
 
 
 def content_key(title: str, body: str, embedder: Embedder) -> int:
@@ -104,21 +85,11 @@ def content_key(title: str, body: str, embedder: Embedder) -> int:
 
 
 def _save_npy(path: Path, array: NDArray[np.generic]) -> None:
-    tmp = path.with_name(path.name + ".tmp")
-    with tmp.open("wb") as handle:
-        np.save(handle, array, allow_pickle=False)
-        handle.flush()
-        os.fsync(handle.fileno())
-    os.replace(tmp, path)
+    def write(tmp: Path) -> None:
+        with tmp.open("wb") as handle:  # a handle: given a path, np.save would append ".npy"
+            np.save(handle, array, allow_pickle=False)
 
-
-def _write_json(path: Path, data: object) -> None:
-    tmp = path.with_name(path.name + ".tmp")
-    with tmp.open("w") as handle:
-        json.dump(data, handle, indent=1)
-        handle.flush()
-        os.fsync(handle.fileno())
-    os.replace(tmp, path)
+    write_with(path, write)
 
 
 class ChunkStore:
@@ -128,7 +99,7 @@ class ChunkStore:
         self.path = Path(path)
         self.model_id = model_id
         self.path.mkdir(parents=True, exist_ok=True)
-        checkpoint = self.path / CHECKPOINT
+        checkpoint = layout.checkpoint_file(self.path)
         if checkpoint.exists():
             raw = json.loads(checkpoint.read_text())
             if raw.get("model_id") != model_id:
@@ -141,9 +112,9 @@ class ChunkStore:
     def _drop_uncommitted(self) -> None:
         committed = set(self.chunks)
         for file in self.path.iterdir():
-            if file.name == CHECKPOINT:
+            if file.name == layout.CHECKPOINT:
                 continue
-            if file.name.split(".", 1)[0] not in committed:
+            if layout.chunk_of(file.name) not in committed:
                 logger.info("removing %s left by an interrupted backfill", file)
                 file.unlink()
 
@@ -151,27 +122,27 @@ class ChunkStore:
         """doc id → content key of its latest committed vectors."""
         keys: dict[int, int] = {}
         for name in self.chunks:
-            docs = np.load(self.path / f"{name}.docs.npy", allow_pickle=False)
+            docs = np.load(layout.chunk_file(self.path, name, "docs"), allow_pickle=False)
             keys.update(zip(docs[:, 0].tolist(), docs[:, 1].tolist(), strict=True))
         return keys
 
     def append(self, docs: NDArray[np.int64], rows: NDArray[np.int64], vectors: NDArray[np.float32]) -> str:
         """Write one chunk and commit it; returns its name."""
-        number = 1 + max((int(n.split("-")[1]) for n in self.chunks), default=0)
-        name = f"chunk-{number:06d}"
-        _save_npy(self.path / f"{name}.docs.npy", docs)
-        _save_npy(self.path / f"{name}.rows.npy", rows)
-        _save_npy(self.path / f"{name}.vectors.npy", vectors)
+        name = layout.chunk_name(1 + max((layout.chunk_number(n) for n in self.chunks), default=0))
+        _save_npy(layout.chunk_file(self.path, name, "docs"), docs)
+        _save_npy(layout.chunk_file(self.path, name, "rows"), rows)
+        _save_npy(layout.chunk_file(self.path, name, "vectors"), vectors)
         self.chunks.append(name)
-        _write_json(self.path / CHECKPOINT, {"model_id": self.model_id, "chunks": self.chunks})
+        checkpoint = {"model_id": self.model_id, "chunks": self.chunks}
+        write_text(layout.checkpoint_file(self.path), json.dumps(checkpoint, indent=1))
         return name
 
     def read(self, name: str) -> tuple[NDArray[np.int64], NDArray[np.int64], NDArray[np.float32]]:
         """(docs[:, (doc_id, key)], rows, vectors) of one committed chunk."""
         return (
-            np.load(self.path / f"{name}.docs.npy", allow_pickle=False),
-            np.load(self.path / f"{name}.rows.npy", allow_pickle=False),
-            np.load(self.path / f"{name}.vectors.npy", allow_pickle=False),
+            np.load(layout.chunk_file(self.path, name, "docs"), allow_pickle=False),
+            np.load(layout.chunk_file(self.path, name, "rows"), allow_pickle=False),
+            np.load(layout.chunk_file(self.path, name, "vectors"), allow_pickle=False),
         )
 
 
@@ -194,10 +165,10 @@ def backfill_shard(
     publish: bool = True,
 ) -> tuple[int, int, VectorShard]:
     """Backfill one shard; returns (documents, documents embedded now, vector shard)."""
-    lexical = LexicalShard(shard_dir(index_dir, shard) / "lexical")
-    root = version_dir(index_dir, shard, embedder.model_id)
-    with exclusive_lock(root / "lock"):
-        store = ChunkStore(root / "chunks", embedder.model_id)
+    lexical = LexicalShard(layout.lexical_dir(index_dir, shard))
+    root = layout.version_dir(index_dir, shard, embedder.model_id)
+    with exclusive_lock(layout.backfill_lock(root)):
+        store = ChunkStore(layout.chunks_dir(root), embedder.model_id)
         stored: dict[int, tuple[int, str, str]] = {}
         for doc in lexical.iter_stored():
             body = doc.body or doc.description
@@ -226,9 +197,9 @@ def backfill_shard(
             finished += len(batch)
             if on_progress is not None:
                 on_progress(finished, len(todo))
-        vector_shard = _sync_index(root / "index", store, stored, embedder, settings)
+        vector_shard = _sync_index(layout.vector_index_dir(root), store, stored, embedder, settings)
         if publish:
-            _write_json_text(vector_root(index_dir, shard) / "CURRENT", version_name(embedder.model_id))
+            write_text(layout.vector_pointer(index_dir, shard), layout.version_name(embedder.model_id) + "\n")
         return len(stored), len(todo), vector_shard
 
 
@@ -247,12 +218,6 @@ def exclusive_lock(path: Path) -> Iterator[None]:
             yield
         finally:
             fcntl.flock(handle, fcntl.LOCK_UN)
-
-
-def _write_json_text(path: Path, text: str) -> None:
-    tmp = path.with_name(path.name + ".tmp")
-    tmp.write_text(text + "\n")
-    os.replace(tmp, path)
 
 
 def _sync_index(
@@ -319,7 +284,7 @@ def backfill_index(
         rows += vector_shard.num_rows
     return BackfillReport(
         model_id=embedder.model_id,
-        version=version_name(embedder.model_id),
+        version=layout.version_name(embedder.model_id),
         docs=docs,
         embedded=embedded,
         rows=rows,

@@ -17,24 +17,22 @@ from typing import Self
 
 from core.errors import IndexStateError, ManifestError
 from core.settings import SearchSettings
+from retrieval import layout
 from retrieval.broker import Broker, LocalShard, ShardBackend
-from retrieval.build import IndexManifest, shard_dir
 from retrieval.lexical import FieldBoosts, LexicalShard
-from retrieval.manifest import CURRENT, IndexRoot, resolve_index
-from retrieval.vector import VectorShard
+from retrieval.manifest import IndexManifest, IndexRoot, resolve_index
+from retrieval.vector import VectorShard, current_version
 
 logger = logging.getLogger(__name__)
 
 
 def open_vectors(gen_dir: Path, shard: int) -> VectorShard | None:
     """The shard's current vector index, or None before any embedding backfill."""
-    from retrieval.backfill import current_version, vector_root
-
     version = current_version(gen_dir, shard)
     if version is None:
         return None
     try:
-        return VectorShard.load(vector_root(gen_dir, shard) / version / "index")
+        return VectorShard.load(layout.vector_index_dir(layout.vector_root(gen_dir, shard) / version))
     except (ManifestError, OSError, RuntimeError) as exc:
         logger.warning("shard %d: vector index unusable, serving lexical only: %s", shard, exc)
         return None
@@ -83,7 +81,7 @@ class Generation:
         else:
             shards = []
             for i in range(manifest.shards):
-                lexical = LexicalShard(shard_dir(path, i) / "lexical", boosts=boosts)
+                lexical = LexicalShard(layout.lexical_dir(path, i), boosts=boosts)
                 vectors = open_vectors(path, i) if settings.use_vectors else None
                 shards.append([LocalShard(i, lexical, vectors)])
         models = {replica.vector_model for replicas in shards for replica in replicas}
@@ -126,7 +124,7 @@ class GenerationSet:
         return self._current
 
     def _read_pointer(self) -> tuple[float, str] | None:
-        pointer = self.index / CURRENT
+        pointer = layout.current_pointer(self.index)
         try:
             return (pointer.stat().st_mtime, pointer.read_text().strip())
         except FileNotFoundError:

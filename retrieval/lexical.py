@@ -25,6 +25,7 @@ import tantivy
 from core.errors import IndexStateError, ManifestError
 from core.settings import SearchSettings
 from core.types import DocId, Document, Query, ScoredDoc
+from retrieval.layout import lexical_manifest
 from retrieval.stats import BALLAST_TOKEN, CorpusStats, bm25_idf
 from retrieval.tokenizer import analyze, analyzed_text, stems, words
 from retrieval.vocabulary import VocabularyCounter
@@ -239,7 +240,7 @@ class LexicalShardWriter:
             "ballast_docs": self.ballast,
             "nonempty_fields": self._nonempty,
         }
-        (self.path / "trawl-lexical.json").write_text(json.dumps(manifest))
+        lexical_manifest(self.path).write_text(json.dumps(manifest))
 
     def __enter__(self) -> Self:
         return self
@@ -265,10 +266,10 @@ class LexicalShard:
 
     def __init__(self, path: Path, *, boosts: FieldBoosts | None = None) -> None:
         self.path = Path(path)
-        manifest_path = self.path / "trawl-lexical.json"
+        manifest_path = lexical_manifest(self.path)
         if not manifest_path.exists():
             raise ManifestError(
-                f"{self.path} is not a Trawl lexical index (no trawl-lexical.json); "
+                f"{self.path} is not a Trawl lexical index (no {manifest_path.name}); "
                 "build one with `trawl index`."
             )
         manifest = json.loads(manifest_path.read_text())

@@ -1,24 +1,20 @@
-"""Versioned index generations with atomic publish and rollback.
+"""Index generations: their manifest, atomic publish and rollback.
 
 One generation ties together everything a query touches: the shard indexes, the
 embedding model that made their vectors, the LTR model and the reranker (its
-``manifest.json`` names them). Layout::
+``manifest.json``, read as an :class:`IndexManifest`, names them). Paths are named in
+:mod:`retrieval.layout`.
 
-    ROOT/generations/<gen>/manifest.json, shard-0000/ …   complete generations only
-    ROOT/generations/.building-<gen>/                      in progress (ignored, swept)
-    ROOT/CURRENT                                           the serving generation's id
-    ROOT/history.jsonl                                     every publish, for rollback
-
-A generation directory appears by ``rename`` only once complete, and ``CURRENT`` is
-replaced by ``os.replace`` of a fsynced temporary file, so a crash at any point leaves
-the previous generation serving.
+A generation directory appears by ``rename`` only once complete (it is staged under a
+hidden name beside its place, and hidden names are leftovers swept by the next build),
+and ``CURRENT`` is replaced atomically and durably (:func:`core.atomic.write_text`), so a
+crash at any point leaves the previous generation serving.
 """
 
 from __future__ import annotations
 
 import builtins
 import json
-import os
 import secrets
 import shutil
 import time
@@ -27,12 +23,65 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from core.atomic import write_text
 from core.errors import ManifestError
 from core.types import Document
-from retrieval.build import IndexManifest, build_index
+from retrieval import layout
 
-CURRENT = "CURRENT"
-GENERATIONS = "generations"
+INDEX_FORMAT = "trawl-index"
+INDEX_FORMAT_VERSION = 1
+
+
+@dataclass(frozen=True, slots=True)
+class IndexManifest:
+    shards: int
+    docs: int
+    built_at: float
+    source: str
+    generation: str
+    """The generation id (the directory name when built outside an index root)."""
+    raw: dict[str, Any]
+    """The whole manifest, for fields later stages add (embedding model, LTR model, …)."""
+
+    @classmethod
+    def load(cls, root: Path) -> IndexManifest:
+        path = layout.manifest_file(root)
+        if not path.exists():
+            raise ManifestError(
+                f"{root} is not a Trawl index (no {path.name}); build one with "
+                "`trawl index --beir DIR --index OUT` or `trawl index --data DIR --index OUT`."
+            )
+        try:
+            raw = json.loads(path.read_text())
+            if raw.get("format") != INDEX_FORMAT or raw.get("format_version") != INDEX_FORMAT_VERSION:
+                raise ManifestError(f"{path} has an unknown format; rebuild the index.")
+            return cls(
+                shards=int(raw["shards"]),
+                docs=int(raw["docs"]),
+                built_at=float(raw["built_at"]),
+                source=str(raw["source"]),
+                generation=str(raw.get("generation") or Path(root).resolve().name),
+                raw=raw,
+            )
+        except (json.JSONDecodeError, KeyError, TypeError, ValueError) as exc:
+            raise ManifestError(f"{path} is not a valid index manifest: {exc}") from exc
+
+    @classmethod
+    def write(
+        cls, root: Path, *, shards: int, docs: int, source: str, extra: dict[str, Any] | None = None
+    ) -> IndexManifest:
+        """Write the manifest of a finished index directory and read it back (validated)."""
+        raw = {
+            "format": INDEX_FORMAT,
+            "format_version": INDEX_FORMAT_VERSION,
+            "shards": shards,
+            "docs": docs,
+            "built_at": time.time(),
+            "source": source,
+            **(extra or {}),
+        }
+        write_text(layout.manifest_file(root), json.dumps(raw, indent=2))
+        return cls.load(root)
 
 
 def new_generation_id() -> str:
@@ -47,18 +96,13 @@ class GenerationInfo:
     current: bool
 
 
-def _write_atomically(path: Path, text: str) -> None:
-    tmp = path.with_name(f".{path.name}.{secrets.token_hex(4)}.tmp")
-    with tmp.open("w", encoding="utf-8") as handle:
-        handle.write(text)
-        handle.flush()
-        os.fsync(handle.fileno())
-    os.replace(tmp, path)
-    dir_fd = os.open(path.parent, os.O_RDONLY)
+def read_pointer(path: Path) -> str | None:
+    """The id a ``CURRENT`` file names, or None when it is missing or empty."""
     try:
-        os.fsync(dir_fd)
-    finally:
-        os.close(dir_fd)
+        value = path.read_text(encoding="utf-8").strip()
+    except FileNotFoundError:
+        return None
+    return value or None
 
 
 class IndexRoot:
@@ -69,20 +113,16 @@ class IndexRoot:
 
     @property
     def generations_dir(self) -> Path:
-        return self.root / GENERATIONS
+        return layout.generations_dir(self.root)
 
     def current(self) -> str | None:
-        try:
-            value = (self.root / CURRENT).read_text(encoding="utf-8").strip()
-        except FileNotFoundError:
-            return None
-        return value or None
+        return read_pointer(layout.current_pointer(self.root))
 
     def path_of(self, generation: str) -> Path:
         if not generation or "/" in generation or generation.startswith("."):
             raise ManifestError(f"{generation!r} is not a generation id; see `trawl index list`.")
-        path = self.generations_dir / generation
-        if not (path / "manifest.json").exists():
+        path = layout.generation_dir(self.root, generation)
+        if not layout.is_index(path):
             raise ManifestError(
                 f"Generation {generation!r} does not exist in {self.root}; see `trawl index list`."
             )
@@ -94,7 +134,7 @@ class IndexRoot:
         current = self.current()
         out = []
         for path in sorted(self.generations_dir.iterdir()):
-            if path.name.startswith(".") or not (path / "manifest.json").exists():
+            if path.name.startswith(".") or not layout.is_index(path):
                 continue
             out.append(GenerationInfo(path.name, path, IndexManifest.load(path), path.name == current))
         return out
@@ -109,33 +149,34 @@ class IndexRoot:
         on_progress: Callable[[int], None] | None = None,
     ) -> str:
         """Build a new generation (not yet serving); returns its id."""
+        # Imported here: build_index writes an IndexManifest, so retrieval.build imports
+        # this module; readers of generations never need the builder.
+        from retrieval.build import build_index
+
         self.sweep()
         generation = new_generation_id()
-        self.generations_dir.mkdir(parents=True, exist_ok=True)
-        building = self.generations_dir / f".building-{generation}"
         build_index(
             docs,
-            building,
+            layout.generation_dir(self.root, generation),
             shards=shards,
             source=source,
             on_progress=on_progress,
             extra={"generation": generation, **(extra or {})},
         )
-        building.rename(self.generations_dir / generation)
         return generation
 
     def publish(self, generation: str) -> None:
         """Make ``generation`` the serving one (atomic pointer swap)."""
         self.path_of(generation)  # validates
         previous = self.current()
-        _write_atomically(self.root / CURRENT, generation + "\n")
-        with (self.root / "history.jsonl").open("a", encoding="utf-8") as handle:
+        write_text(layout.current_pointer(self.root), generation + "\n")
+        with layout.history_file(self.root).open("a", encoding="utf-8") as handle:
             handle.write(
                 json.dumps({"at": time.time(), "published": generation, "previous": previous}) + "\n"
             )
 
     def history(self) -> builtins.list[dict[str, Any]]:
-        path = self.root / "history.jsonl"
+        path = layout.history_file(self.root)
         if not path.exists():
             return []
         entries = []
@@ -157,22 +198,23 @@ class IndexRoot:
         raise ManifestError(f"Nothing to roll back to in {self.root}: no earlier published generation.")
 
     def sweep(self) -> None:
-        """Remove leftovers of builds that crashed."""
+        """Remove leftovers of builds that crashed (hidden names: staged or replaced trees)."""
         if self.generations_dir.exists():
-            for path in self.generations_dir.glob(".building-*"):
+            for path in self.generations_dir.glob(".*"):
                 shutil.rmtree(path, ignore_errors=True)
 
 
 def resolve_index(path: Path) -> Path:
     """A generation directory from either a generation path or an index root."""
     path = Path(path)
-    if (path / "manifest.json").exists():
+    if layout.is_index(path):
         return path
     root = IndexRoot(path)
     current = root.current()
     if current is None:
         raise ManifestError(
-            f"{path} is not a Trawl index (no manifest.json and no CURRENT generation); build one with "
+            f"{path} is not a Trawl index (no {layout.MANIFEST} and no {layout.CURRENT} generation); "
+            "build one with "
             "`trawl index --beir DIR --index OUT` or `trawl index --data DIR --index OUT`."
         )
     return root.path_of(current)

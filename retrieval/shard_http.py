@@ -24,12 +24,12 @@ from pydantic import BaseModel
 from core.errors import ShardUnavailable
 from core.settings import SearchSettings
 from core.types import DocId, Query
+from retrieval import layout
 from retrieval.broker import LocalShard, ShardReply, ShardRequest
-from retrieval.build import IndexManifest, shard_dir
 from retrieval.generation import open_vectors
 from retrieval.hybrid import Candidate
 from retrieval.lexical import FieldBoosts, LexicalShard, StoredDoc
-from retrieval.manifest import CURRENT, resolve_index
+from retrieval.manifest import IndexManifest, read_pointer, resolve_index
 from retrieval.stats import CorpusStats
 
 logger = logging.getLogger(__name__)
@@ -120,17 +120,15 @@ class _ShardHolder:
                 f"Generation {manifest.generation} has {manifest.shards} shards; no shard {self.shard}."
             )
         lexical = LexicalShard(
-            shard_dir(path, self.shard) / "lexical", boosts=FieldBoosts.from_settings(self.settings)
+            layout.lexical_dir(path, self.shard), boosts=FieldBoosts.from_settings(self.settings)
         )
         vectors = open_vectors(path, self.shard) if self.settings.use_vectors else None
         self.generation = manifest.generation
-        pointer = self.index / CURRENT
-        self._pointer = pointer.read_text().strip() if pointer.exists() else None
+        self._pointer = read_pointer(layout.current_pointer(self.index))
         return LocalShard(self.shard, lexical, vectors)
 
     def get(self) -> LocalShard:
-        pointer = self.index / CURRENT
-        current = pointer.read_text().strip() if pointer.exists() else None
+        current = read_pointer(layout.current_pointer(self.index))
         if current != self._pointer:
             with self._lock:
                 if current != self._pointer:

@@ -1,26 +1,20 @@
 """hnswlib vector shard: passage vectors in, document-level cosine top-k out.
 
 One shard holds the passage vectors of one document partition, for one embedding
-model. Labels inside hnswlib are row numbers (0, 1, 2, …); ``labels.npy`` maps each to
-its document (``-1`` once deleted), so a long document may own several rows and
-scores as its best passage. Vectors are normalized, so the ``ip`` space is cosine.
+model. Labels inside hnswlib are row numbers (0, 1, 2, …); the id map (``labels.npy``)
+maps each to its document (``-1`` once deleted), so a long document may own several
+rows and scores as its best passage. Vectors are normalized, so the ``ip`` space is
+cosine.
 
-On disk (beside the lexical index of the same shard, one directory per model)::
-
-    shard-0000/vector/<version>/manifest.json   format, model_id, dim, counts, HNSW params
-    shard-0000/vector/<version>/hnsw.bin        hnswlib index (vectors included)
-    shard-0000/vector/<version>/labels.npy      int64 row label -> doc id (-1: deleted)
-
-``<version>`` is :func:`version_name` of the model id, so a new model backfills into
-a new directory while the old one keeps serving.
+A saved shard is a directory of a manifest, the HNSW file and the id map, one per
+shard and model version beside the lexical index (paths in :mod:`retrieval.layout`),
+so a new model backfills into a new directory while the old one keeps serving.
 """
 
 from __future__ import annotations
 
 import json
 import logging
-import re
-import shutil
 import time
 from collections.abc import Iterable, Sequence
 from pathlib import Path
@@ -30,9 +24,11 @@ import hnswlib
 import numpy as np
 from numpy.typing import NDArray
 
+from core.atomic import staging_dir
 from core.errors import ConfigError, ManifestError
 from core.settings import EmbedSettings
 from core.types import DocId, ScoredDoc
+from retrieval import layout
 
 logger = logging.getLogger(__name__)
 
@@ -41,9 +37,10 @@ FORMAT_VERSION = 1
 _DELETED = -1
 
 
-def version_name(model_id: str) -> str:
-    """A directory name for a model id: ``all-MiniLM-L6-v2@f0a7…`` → ``all-minilm-l6-v2-f0a7…``."""
-    return re.sub(r"[^a-z0-9]+", "-", model_id.lower()).strip("-")
+def current_version(index_dir: Path, shard: int) -> str | None:
+    """The version named by the shard's ``vector/CURRENT``, or None before the first backfill."""
+    pointer = layout.vector_pointer(index_dir, shard)
+    return pointer.read_text().strip() if pointer.exists() else None
 
 
 class VectorShard:
@@ -238,14 +235,10 @@ class VectorShard:
     # -- persistence ---------------------------------------------------------------------
 
     def save(self, path: Path) -> None:
-        """Write to ``path`` atomically (a temp dir renamed in)."""
-        path = Path(path)
-        path.parent.mkdir(parents=True, exist_ok=True)
-        tmp = path.with_name(f"{path.name}.saving-{time.time_ns()}")
-        tmp.mkdir()
-        try:
-            self._index.save_index(str(tmp / "hnsw.bin"))
-            np.save(tmp / "labels.npy", self._labels, allow_pickle=False)
+        """Write to ``path`` atomically (a staged directory renamed in)."""
+        with staging_dir(Path(path)) as tmp:
+            self._index.save_index(str(layout.hnsw_file(tmp)))
+            np.save(layout.labels_file(tmp), self._labels, allow_pickle=False)
             manifest = {
                 "format": FORMAT,
                 "format_version": FORMAT_VERSION,
@@ -260,26 +253,17 @@ class VectorShard:
                 "saved_at": time.time(),
                 "meta": self.meta,
             }
-            (tmp / "manifest.json").write_text(json.dumps(manifest, indent=2))
-            if path.exists():
-                old = path.with_name(f"{path.name}.old-{time.time_ns()}")
-                path.rename(old)
-                tmp.rename(path)
-                shutil.rmtree(old, ignore_errors=True)
-            else:
-                tmp.rename(path)
-        except BaseException:
-            shutil.rmtree(tmp, ignore_errors=True)
-            raise
+            layout.manifest_file(tmp).write_text(json.dumps(manifest, indent=2))
 
     @classmethod
     def load(cls, path: Path, *, ef: int | None = None, model_id: str | None = None) -> Self:
         """Open a saved shard; ``model_id`` (if given) must match the one that built it."""
         path = Path(path)
-        manifest_path = path / "manifest.json"
+        manifest_path = layout.manifest_file(path)
         if not manifest_path.exists():
             raise ManifestError(
-                f"{path} is not a Trawl vector index (no manifest.json); run `trawl embed --index DIR`."
+                f"{path} is not a Trawl vector index (no {manifest_path.name}); "
+                "run `trawl embed --index DIR`."
             )
         try:
             raw = json.loads(manifest_path.read_text())
@@ -294,9 +278,9 @@ class VectorShard:
                 f"{path} holds vectors of {stored_model}, not {model_id}; "
                 "run `trawl embed` to backfill the current model."
             )
-        labels = np.load(path / "labels.npy", allow_pickle=False).astype(np.int64)
+        labels = np.load(layout.labels_file(path), allow_pickle=False).astype(np.int64)
         index = hnswlib.Index(space="ip", dim=dim)
-        index.load_index(str(path / "hnsw.bin"), max_elements=int(raw["max_elements"]))
+        index.load_index(str(layout.hnsw_file(path)), max_elements=int(raw["max_elements"]))
         for label in np.flatnonzero(labels == _DELETED).tolist():
             try:
                 index.mark_deleted(label)

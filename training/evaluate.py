@@ -18,7 +18,8 @@ from core.errors import QueryError
 from core.settings import Settings
 from core.types import Query
 from retrieval.analyzer import parse_query
-from retrieval.build import IndexManifest, build_index
+from retrieval.build import build_index
+from retrieval.manifest import IndexManifest
 from training.datasets import BeirDataset
 from training.metrics import evaluate_run
 from training.rankers import EvalContext, make_ranker

@@ -98,8 +98,8 @@ def open_retrieval(index_dir: Path, settings: Settings, queries: Mapping[str, Qu
     query encodings are exactly those the ``dense`` and ``hybrid`` rankers use.
     """
     from retrieval.backfill import backfill_index, open_vector_shard
-    from retrieval.build import shard_dir
     from retrieval.embed import Embedder
+    from retrieval.layout import lexical_dir
     from training.rankers_dense import query_text
 
     embedder = Embedder.from_settings(settings.embed)
@@ -108,7 +108,7 @@ def open_retrieval(index_dir: Path, settings: Settings, queries: Mapping[str, Qu
     qids = [q for q in queries if query_text(queries[q]).strip()]
     matrix = embedder.encode_queries([query_text(queries[q]) for q in qids]) if qids else None
     query_vectors = {qid: matrix[i] for i, qid in enumerate(qids)} if matrix is not None else {}
-    lexical = LexicalShard(shard_dir(index_dir, 0) / "lexical")
+    lexical = LexicalShard(lexical_dir(index_dir, 0))
     return Retrieval(lexical, vectors, query_vectors, embedder.model_id)
 
 

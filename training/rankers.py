@@ -36,9 +36,9 @@ class EvalContext:
     options: dict[str, str] = field(default_factory=dict)
 
     def lexical(self) -> LexicalShard:
-        from retrieval.build import shard_dir
+        from retrieval.layout import lexical_dir
 
-        return LexicalShard(shard_dir(self.index_dir, 0) / "lexical")
+        return LexicalShard(lexical_dir(self.index_dir, 0))
 
 
 class EvalRanker(Protocol):

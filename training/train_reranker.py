@@ -244,8 +244,8 @@ def train_reranker_on_collections(
     Returns the model and its card (save both with :func:`save_reranker`). Documents
     are read from each collection's cached evaluation index.
     """
-    from retrieval.build import shard_dir
     from retrieval.embed import default_model_path
+    from retrieval.layout import lexical_dir
     from retrieval.lexical import LexicalShard
     from training.evaluate import cached_index
     from training.train_ltr import collection_prefix, pool_collections
@@ -256,7 +256,7 @@ def train_reranker_on_collections(
     readers: list[Callable[[Sequence[DocId]], dict[DocId, str]]] = []
     for beir in pooled.datasets:
         index_dir, _ = cached_index(beir, settings)
-        readers.append(shard_texts(LexicalShard(shard_dir(index_dir, 0) / "lexical")))
+        readers.append(shard_texts(LexicalShard(lexical_dir(index_dir, 0))))
         prefix = collection_prefix(beir)
         query_texts.update({prefix + q: t for q, t in beir.judged_queries().items()})
 

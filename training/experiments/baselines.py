@@ -8,7 +8,7 @@ the field boost a real change might remove.
 
 from __future__ import annotations
 
-from retrieval.build import shard_dir
+from retrieval.layout import lexical_dir
 from retrieval.lexical import FieldBoosts, LexicalShard
 from training.rankers import Bm25Ranker, EvalContext, EvalRanker, register_ranker
 
@@ -17,6 +17,6 @@ NO_TITLE = FieldBoosts(title=1e-6)
 
 @register_ranker("bm25-notitle")
 def _bm25_notitle(context: EvalContext) -> EvalRanker:
-    ranker = Bm25Ranker(LexicalShard(shard_dir(context.index_dir, 0) / "lexical", boosts=NO_TITLE))
+    ranker = Bm25Ranker(LexicalShard(lexical_dir(context.index_dir, 0), boosts=NO_TITLE))
     ranker.name = "bm25-notitle"
     return ranker

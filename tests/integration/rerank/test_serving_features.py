@@ -21,7 +21,8 @@ from core.types import DocId
 from rerank.feature_log import FeatureLogger, read_feature_log
 from rerank.features import SCHEMA, FeatureContext
 from rerank.ltr import LtrStage
-from retrieval.build import build_index, shard_dir
+from retrieval.build import build_index
+from retrieval.layout import lexical_dir
 from retrieval.lexical import LexicalShard
 from retrieval.search import SearchService
 from tests.fixtures.docs import SMALL_WEB
@@ -64,7 +65,7 @@ def test_logged_features_equal_training_features(served: tuple[SearchService, Fe
     assert set(logged["model_id"].unique()) == {tiny_model().model_id}
     assert set(logged["generation"].unique()) == {service.generation.id}
 
-    lexical = LexicalShard(shard_dir(index, 0) / "lexical")
+    lexical = LexicalShard(lexical_dir(index, 0))
     queries = {raw: service.parse(raw) for raw in QUERIES}
     frame = build_frame(
         "served",

@@ -17,16 +17,11 @@ import pytest
 
 from core.settings import EmbedSettings
 from core.types import Document, doc_id_for
-from retrieval.backfill import (
-    ChunkStore,
-    backfill_index,
-    current_version,
-    open_vector_shard,
-    version_dir,
-)
+from retrieval.backfill import ChunkStore, backfill_index, open_vector_shard
 from retrieval.build import build_index
 from retrieval.embed import Embedder, default_model_path
-from retrieval.vector import version_name
+from retrieval.layout import version_dir, version_name
+from retrieval.vector import current_version
 
 REPO = Path(__file__).resolve().parents[3]
 TOPICS = ("wing", "shock", "nozzle", "plate", "jet", "flutter", "heat", "cone", "slot", "panel")

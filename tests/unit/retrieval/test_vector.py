@@ -11,7 +11,8 @@ import pytest
 
 from core.errors import ConfigError, ManifestError
 from core.types import DocId, ScoredDoc
-from retrieval.vector import VectorShard, version_name
+from retrieval.layout import version_name
+from retrieval.vector import VectorShard
 
 DIM = 16
 

@@ -1,0 +1,189 @@
+"""The layout of an index root: the one module that names every path in it.
+
+Why one module: the build writes these paths, the backfill job adds vectors beside
+them, and serving processes, shard processes, the evaluation harness and benchmarks
+read them. Each used to spell the names it needed, so a rename had to be found in
+seven places. Nothing here creates a file or reads one; callers do.
+
+::
+
+    ROOT/CURRENT                          id of the serving generation (retrieval.manifest)
+    ROOT/history.jsonl                    every publish, for rollback
+    ROOT/generations/<gen>/               one complete generation; hidden names are leftovers
+      manifest.json                       IndexManifest: format, shard count, documents, models
+      vocabulary.tsv                      surface words and document frequencies (retrieval.vocabulary)
+      shard-0000/lexical/                 Tantivy index (retrieval.lexical)
+      shard-0000/lexical/trawl-lexical.json   its format, document and ballast counts
+      shard-0000/vector/CURRENT           name of the vector version being served
+      shard-0000/vector/<version>/lock    flock: one backfill per shard and model
+      shard-0000/vector/<version>/chunks/checkpoint.json          committed chunks
+      shard-0000/vector/<version>/chunks/chunk-000001.<part>.npy  docs, rows, vectors
+      shard-0000/vector/<version>/index/  a saved VectorShard (retrieval.vector):
+        manifest.json                     format, model id, dim, counts, HNSW params
+        hnsw.bin                          hnswlib index (vectors included)
+        labels.npy                        row label -> doc id (-1: deleted)
+
+A generation directory is itself an index: everything below ``<gen>/`` is what
+``build_index`` writes to a bare output directory, so the generation-level helpers take
+the generation's path, not the root.
+"""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+__all__ = [
+    "CHECKPOINT",
+    "CURRENT",
+    "MANIFEST",
+    "backfill_lock",
+    "checkpoint_file",
+    "chunk_file",
+    "chunk_name",
+    "chunk_of",
+    "chunk_number",
+    "chunks_dir",
+    "current_pointer",
+    "generation_dir",
+    "generations_dir",
+    "history_file",
+    "hnsw_file",
+    "is_index",
+    "labels_file",
+    "lexical_dir",
+    "lexical_manifest",
+    "manifest_file",
+    "shard_dir",
+    "vector_index_dir",
+    "vector_pointer",
+    "vector_root",
+    "version_dir",
+    "version_name",
+    "vocabulary_file",
+]
+
+CURRENT = "CURRENT"
+"""Pointer file naming what serves: a generation under the root, a version under ``vector/``."""
+MANIFEST = "manifest.json"
+"""Manifest of a generation and of a saved vector index."""
+CHECKPOINT = "checkpoint.json"
+"""The backfill's commit point: the chunks it names are complete."""
+
+
+# -- the root --------------------------------------------------------------------------
+
+
+def current_pointer(root: Path) -> Path:
+    return Path(root) / CURRENT
+
+
+def history_file(root: Path) -> Path:
+    return Path(root) / "history.jsonl"
+
+
+def generations_dir(root: Path) -> Path:
+    return Path(root) / "generations"
+
+
+def generation_dir(root: Path, generation: str) -> Path:
+    return generations_dir(root) / generation
+
+
+# -- one generation (or a bare index directory) ------------------------------------------
+
+
+def manifest_file(index_dir: Path) -> Path:
+    return Path(index_dir) / MANIFEST
+
+
+def is_index(path: Path) -> bool:
+    """True when ``path`` is a complete generation (its manifest is written last)."""
+    return manifest_file(path).exists()
+
+
+def vocabulary_file(index_dir: Path) -> Path:
+    """The generation's surface vocabulary: the speller's dictionary."""
+    return Path(index_dir) / "vocabulary.tsv"
+
+
+def shard_dir(index_dir: Path, shard: int) -> Path:
+    return Path(index_dir) / f"shard-{shard:04d}"
+
+
+def lexical_dir(index_dir: Path, shard: int) -> Path:
+    return shard_dir(index_dir, shard) / "lexical"
+
+
+def lexical_manifest(lexical_path: Path) -> Path:
+    """The Trawl manifest inside a Tantivy directory (beside Tantivy's own ``meta.json``)."""
+    return Path(lexical_path) / "trawl-lexical.json"
+
+
+# -- vectors of one shard ----------------------------------------------------------------
+
+
+def version_name(model_id: str) -> str:
+    """A directory name for a model id: ``all-MiniLM-L6-v2@f0a7…`` → ``all-minilm-l6-v2-f0a7…``."""
+    return re.sub(r"[^a-z0-9]+", "-", model_id.lower()).strip("-")
+
+
+def vector_root(index_dir: Path, shard: int) -> Path:
+    return shard_dir(index_dir, shard) / "vector"
+
+
+def vector_pointer(index_dir: Path, shard: int) -> Path:
+    return vector_root(index_dir, shard) / CURRENT
+
+
+def version_dir(index_dir: Path, shard: int, model_id: str) -> Path:
+    """Everything the backfill keeps for one shard and embedding model."""
+    return vector_root(index_dir, shard) / version_name(model_id)
+
+
+def vector_index_dir(version_path: Path) -> Path:
+    """The saved VectorShard of a version directory."""
+    return Path(version_path) / "index"
+
+
+def backfill_lock(version_path: Path) -> Path:
+    return Path(version_path) / "lock"
+
+
+def chunks_dir(version_path: Path) -> Path:
+    return Path(version_path) / "chunks"
+
+
+def checkpoint_file(chunks_path: Path) -> Path:
+    return Path(chunks_path) / CHECKPOINT
+
+
+def chunk_name(number: int) -> str:
+    return f"chunk-{number:06d}"
+
+
+def chunk_number(name: str) -> int:
+    """``chunk-000012`` → 12."""
+    return int(name.split("-")[1])
+
+
+def chunk_file(chunks_path: Path, name: str, part: str) -> Path:
+    """One array of a chunk; ``part`` is ``docs``, ``rows`` or ``vectors``."""
+    return Path(chunks_path) / f"{name}.{part}.npy"
+
+
+def chunk_of(file_name: str) -> str:
+    """The chunk a file in the chunks directory belongs to (empty for temporaries)."""
+    return file_name.split(".", 1)[0]
+
+
+# -- a saved vector index ----------------------------------------------------------------
+
+
+def hnsw_file(vector_index: Path) -> Path:
+    return Path(vector_index) / "hnsw.bin"
+
+
+def labels_file(vector_index: Path) -> Path:
+    """The id map: hnswlib row label → document id."""
+    return Path(vector_index) / "labels.npy"
