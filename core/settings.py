@@ -72,13 +72,26 @@ class EmbedSettings(BaseModel):
     hnsw_ef_construction: int = Field(200, ge=8)
     hnsw_ef: int = Field(100, ge=8)
     query_cache_size: int = Field(1024, ge=0)
+    backend: Literal["auto", "onnx-int8", "torch"] = "auto"
+    """auto: ONNX Runtime int8 (per-channel weights, 3.5x torch fp32) when it passes its
+    self-check against fp32, else torch. onnx-int8: that or an error. torch: never ONNX."""
     precision: Literal["auto", "fp32", "bf16"] = "auto"
-    """auto: bf16 autocast when the CPU has AVX-512 BF16/AMX and agrees with fp32, else fp32."""
+    """Torch backend only. auto: bf16 autocast when the CPU has AVX-512 BF16/AMX and agrees
+    with fp32, else fp32."""
+    onnx_cache_dir: Path | None = None
+    """Where the exported int8 models live, one folder per weights hash; None:
+    ``$XDG_CACHE_HOME/trawl/onnx``."""
+    onnx_min_mean_cosine: float = Field(0.99, ge=-1, le=1)
+    """Self-check: the int8 vectors' mean cosine to torch fp32 on the fixed sample must reach this."""
+    onnx_min_cosine: float = Field(0.95, ge=-1, le=1)
+    """Self-check: and every text of the sample must reach this."""
     torch_threads: int | None = Field(None, ge=1)
-    """None: one per CPU this process may use."""
+    """Intra-op threads of a batch job's encoder (torch or ONNX Runtime); None: one per CPU
+    this process may use."""
     serve_torch_threads: int = Field(1, ge=1)
-    """Torch threads of a serving process (query encoding): on a loaded 2-core machine one
-    thread encoded a query in 41 ms mean against 457 ms for two (idle: ~8 ms either way)."""
+    """Intra-op threads of a serving process's encoder (torch or ONNX Runtime): on a loaded
+    2-core machine one torch thread encoded a query in 41 ms mean against 457 ms for two
+    (idle: ~8 ms either way)."""
     vector_k: int = Field(100, ge=1)
     """Vector candidates per shard for hybrid recall (lexical gets the same depth)."""
     rrf_k: int = Field(60, ge=1)

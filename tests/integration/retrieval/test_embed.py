@@ -1,4 +1,6 @@
-"""The packaged MiniLM, loaded for real and offline: determinism, passages, cache, precision."""
+"""The packaged MiniLM on torch, loaded for real and offline: determinism, passages, cache, precision.
+
+The ONNX int8 backend has its own tests (``test_onnx_encoder.py``)."""
 
 from __future__ import annotations
 
@@ -15,7 +17,7 @@ from retrieval.vector import VectorShard
 
 @pytest.fixture(scope="module")
 def embedder() -> Embedder:
-    return Embedder(query_cache_size=2)
+    return Embedder(query_cache_size=2, backend="torch")
 
 
 def test_loads_offline_with_a_versioned_model_id(embedder: Embedder) -> None:
@@ -49,7 +51,7 @@ def test_vectors_carry_meaning(embedder: Embedder) -> None:
 
 
 def test_precision_agrees_with_fp32(embedder: Embedder) -> None:
-    reference = Embedder(precision="fp32")
+    reference = Embedder(precision="fp32", backend="torch")
     texts = ["slip flow at low Reynolds number " * 20, "what is a descriptive title?"]
     cosines = np.sum(reference.encode(texts) * embedder.encode(texts), axis=1)
     assert cosines.min() >= 0.999
