@@ -250,7 +250,7 @@ def main() -> None:
         [
             sys.executable,
             "-m",
-            "api.cli",
+            "cli.main",
             "serve",
             "--index",
             str(root),
