@@ -101,7 +101,8 @@ MAX_QUERY_WORDS = 12
 BOILERPLATE_SHARE = 0.3
 """On the Python docs, menu and breadcrumb anchors sit on 62–100% of the pages and the
 most widely used content anchor on 13%."""
-BOILERPLATE_MIN_SOURCES = 3
+BOILERPLATE_MIN_SOURCES = 5
+"""A text on fewer pages is never called boilerplate (small sites have few pages to share)."""
 SUFFIX_SHARE = 0.3
 STOP_TEXTS = frozenset(
     {
