@@ -74,13 +74,20 @@ class FetchResult:
         return self.status == 304
 
 
-def make_client(*, timeout_s: float, max_connections: int = 100) -> httpx.AsyncClient:
-    """The crawl's one client: pooled keep-alive connections, no automatic redirects."""
+def make_client(
+    *, timeout_s: float, max_connections: int = 100, transport: httpx.AsyncBaseTransport | None = None
+) -> httpx.AsyncClient:
+    """The crawl's one client: pooled keep-alive connections, no automatic redirects.
+
+    ``transport`` replaces httpx's own connection pool (its limits then do not apply):
+    a recording or fault-injecting transport for tests, a proxy transport, another backend.
+    """
     return httpx.AsyncClient(
         follow_redirects=False,
         timeout=httpx.Timeout(timeout_s),
         limits=httpx.Limits(max_connections=max_connections, max_keepalive_connections=max_connections),
         trust_env=False,
+        transport=transport,
     )
 
 

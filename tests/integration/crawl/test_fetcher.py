@@ -6,6 +6,7 @@ import asyncio
 import gzip
 from collections.abc import AsyncIterator, Iterator
 
+import httpx
 import pytest
 from starlette.requests import Request
 from starlette.responses import Response, StreamingResponse
@@ -79,11 +80,12 @@ def _fetch(
     allow: tuple[str, ...] = ("127.0.0.6/32",),
     allow_private: bool = False,
     max_bytes: int = 1 << 20,
+    transport: httpx.AsyncBaseTransport | None = None,
     **kw: object,
 ) -> FetchResult:
     async def go() -> FetchResult:
         guard = AddressGuard(DnsCache(_resolve), allow_private=allow_private, allowed_networks=allow)
-        async with make_client(timeout_s=2.0) as client:
+        async with make_client(timeout_s=2.0, transport=transport) as client:
             fetcher = Fetcher(
                 client, guard, user_agent="TrawlBot/test", max_bytes=max_bytes, max_redirects=3, timeout_s=2.0
             )
@@ -146,3 +148,34 @@ def test_conditional_get(server: HostServer) -> None:
     assert (first.status, first.headers["etag"]) == (200, ETAG)
     again = _fetch(server.url("/conditional"), etag=first.headers["etag"])
     assert again.not_modified and again.body == b""
+
+
+class _Recording(httpx.AsyncBaseTransport):
+    """Hands every request to a real HTTP transport and keeps what went through it."""
+
+    def __init__(self) -> None:
+        self.inner = httpx.AsyncHTTPTransport()
+        self.requests: list[httpx.Request] = []
+
+    async def handle_async_request(self, request: httpx.Request) -> httpx.Response:
+        self.requests.append(request)
+        return await self.inner.handle_async_request(request)
+
+    async def aclose(self) -> None:
+        await self.inner.aclose()
+
+
+def test_an_injected_transport_carries_every_hop(server: HostServer) -> None:
+    transport = _Recording()
+    result = _fetch(f"http://site.test:{server.port}/r1", transport=transport)
+    assert (result.status, result.final_url, result.body) == (
+        200,
+        f"http://site.test:{server.port}/",
+        b"<html><body>hello</body></html>",
+    )
+    authority = f"site.test:{server.port}"
+    assert [(r.url.host, r.url.path, r.headers["host"]) for r in transport.requests] == [
+        ("127.0.0.6", "/r1", authority),
+        ("127.0.0.6", "/r2", authority),
+        ("127.0.0.6", "/", authority),
+    ]
