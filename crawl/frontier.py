@@ -11,9 +11,11 @@
 * **Leases:** a URL handed to a worker is leased; it is acknowledged (``finish``) when
   its result is stored, and a lease that expires returns the URL to its queue.
 * **Persistence:** every change goes into a batch the crawl loop commits to SQLite
-  (``commit``) after it has written that batch's documents, so after a crash the
-  crawl resumes from the database: leased URLs are pending again, finished ones stay
-  finished.
+  after it has written that batch's documents, so after a crash the crawl resumes
+  from the database: leased URLs are pending again, finished ones stay finished. The
+  loop takes the batch on the event loop (``take_batch``), writes it from a worker
+  thread (``write_batch``), then tells the frontier (``batch_committed``); ``commit``
+  does the three in a row.
 
 Pending URLs are held in memory (tens of bytes each plus the URL); per-host and total
 budgets bound them. Spilling back queues to disk, as Mercator does, is the next step
@@ -28,21 +30,33 @@ import itertools
 import logging
 import time
 from dataclasses import dataclass
-from typing import Self
+from typing import NamedTuple, Self
 
 from core.settings import CrawlSettings
 from crawl.seen import SeenUrls
-from crawl.state import CrawlDb, NewUrl, UrlUpdate
+from crawl.state import CrawlDb, HostState, NewUrl, Outcome, UrlKind, UrlStatus, UrlUpdate
 
 logger = logging.getLogger(__name__)
 
-__all__ = ["Feedback", "Frontier", "Lease"]
+__all__ = ["Batch", "Feedback", "Frontier", "Lease"]
 
-_QueueItem = tuple[float, int, str, int, str, int, int, bool]
-"""(-priority, sequence, url, depth, kind, retries, redirects, has_history).
 
-``has_history`` is False for URLs discovered in this run: they have no validators or
-previous hash in the table, so leasing them needs no table lookup."""
+class _Queued(NamedTuple):
+    """A pending URL in its host's heap; a tuple so the heap compares it in C.
+
+    Ordered by ``neg_priority`` then ``seq`` (unique), so the other fields are never compared.
+    """
+
+    neg_priority: float
+    seq: int
+    url: str
+    depth: int
+    kind: UrlKind
+    retries: int
+    redirects: int
+    has_history: bool
+    """False for URLs discovered in this run: they have no validators or previous hash
+    in the table, so leasing them needs no table lookup."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -52,7 +66,7 @@ class Lease:
     url: str
     host: str
     depth: int
-    kind: str
+    kind: UrlKind
     priority: float
     retries: int = 0
     redirects: int = 0
@@ -75,6 +89,17 @@ class Feedback:
     error: bool = False
     retry_after_s: float | None = None
     crawl_delay_s: float = 0.0
+
+
+@dataclass(frozen=True, slots=True)
+class Batch:
+    """The crawl-state changes since the last batch, to be written in one transaction."""
+
+    inserts: list[NewUrl]
+    leases: list[tuple[str, float]]
+    """(url, lease expiry)."""
+    updates: list[UrlUpdate]
+    hosts: list[HostState]
 
 
 class Frontier:
@@ -104,7 +129,7 @@ class Frontier:
         self._max_backoff_s = max_backoff_s
         self._lease_s = lease_s
         self._seq = itertools.count()
-        self._queues: dict[str, list[_QueueItem]] = {}
+        self._queues: dict[str, list[_Queued]] = {}
         self._ready: list[tuple[float, str]] = []
         self._scheduled: dict[str, float] = {}
         self._next_allowed: dict[str, float] = {}
@@ -131,15 +156,15 @@ class Frontier:
         for row in db.iter_pending():
             self._push(
                 row["host"],
-                (
-                    -row["priority"],
-                    next(self._seq),
-                    row["url"],
-                    row["depth"],
-                    row["kind"],
-                    row["retries"],
-                    row["redirects"],
-                    True,
+                _Queued(
+                    neg_priority=-row["priority"],
+                    seq=next(self._seq),
+                    url=row["url"],
+                    depth=row["depth"],
+                    kind=UrlKind(row["kind"]),
+                    retries=row["retries"],
+                    redirects=row["redirects"],
+                    has_history=True,
                 ),
             )
             loaded += 1
@@ -169,7 +194,7 @@ class Frontier:
         self._wakeup.set()
         self._wakeup = asyncio.Event()
 
-    def _push(self, host: str, item: _QueueItem) -> None:
+    def _push(self, host: str, item: _Queued) -> None:
         queue = self._queues.setdefault(host, [])
         heapq.heappush(queue, item)
         self._schedule(host)
@@ -202,17 +227,19 @@ class Frontier:
         """
         if not self._seen.add_if_new(new.url):
             return False
-        if new.status == "pending" and new.kind == "page":
+        if new.status == UrlStatus.PENDING and new.kind == UrlKind.PAGE:
             admitted = self._admitted.get(new.host, 0)
             if admitted >= self._max_pages_per_host:
                 self._inserts.append(_blocked(new, "host page budget reached"))
                 return False
             self._admitted[new.host] = admitted + 1
         self._inserts.append(new)
-        if new.status == "pending":
+        if new.status == UrlStatus.PENDING:
             self._push(
                 new.host,
-                (-new.priority, next(self._seq), new.url, new.depth, new.kind, 0, new.redirects, False),
+                _Queued(
+                    -new.priority, next(self._seq), new.url, new.depth, new.kind, 0, new.redirects, False
+                ),
             )
             return True
         return False
@@ -267,29 +294,29 @@ class Frontier:
             item = heapq.heappop(self._queues[host])
             return self._make_lease(host, item)
 
-    def _make_lease(self, host: str, item: _QueueItem) -> Lease:
-        neg_priority, _, url, depth, kind, retries, redirects, has_history = item
-        state = self._db.fetch_state(url) if has_history else None
+    def _make_lease(self, host: str, item: _Queued) -> Lease:
+        url = item.url
+        state = self._db.fetch_state(url) if item.has_history else None
         expires_at = time.time() + self._lease_s
         lease = Lease(
             url=url,
             host=host,
-            depth=depth,
-            kind=kind,
-            priority=-neg_priority,
-            retries=retries,
-            redirects=redirects,
+            depth=item.depth,
+            kind=item.kind,
+            priority=-item.neg_priority,
+            retries=item.retries,
+            redirects=item.redirects,
             etag=state["etag"] if state else "",
             last_modified=state["last_modified"] if state else "",
             previous_hash=state["content_hash"] if state else "",
             interval_s=state["interval_s"] if state else 0.0,
             fetch_count=state["fetch_count"] if state else 0,
-            has_history=has_history,
+            has_history=item.has_history,
             expires_at=expires_at,
         )
         self._busy.add(host)
         self._in_flight[url] = lease
-        if kind == "page":
+        if item.kind == UrlKind.PAGE:
             self._pages_in_flight += 1
         self._leases.append((url, expires_at))
         return lease
@@ -301,21 +328,23 @@ class Frontier:
                 logger.warning("Lease on %s expired; returning it to pending", url)
                 self._end_lease(lease)
                 self._requeue(lease, lease.retries)
-                self._updates.append(UrlUpdate(url, "pending", "lease expired", retries=lease.retries))
+                self._updates.append(
+                    UrlUpdate(url, UrlStatus.PENDING, Outcome.LEASE_EXPIRED, retries=lease.retries)
+                )
                 self._release_host(lease.host, Feedback(error=True))
 
     def _end_lease(self, lease: Lease) -> bool:
         if self._in_flight.get(lease.url) is not lease:
             return False  # expired and handed to someone else meanwhile
         del self._in_flight[lease.url]
-        if lease.kind == "page":
+        if lease.kind == UrlKind.PAGE:
             self._pages_in_flight -= 1
         return True
 
     def _requeue(self, lease: Lease, retries: int) -> None:
         self._push(
             lease.host,
-            (
+            _Queued(
                 -lease.priority,
                 next(self._seq),
                 lease.url,
@@ -353,9 +382,9 @@ class Frontier:
         """Acknowledge a lease with its result; False when the lease had expired."""
         if not self._end_lease(lease):
             return False
-        if update.status == "pending":
+        if update.status == UrlStatus.PENDING:
             self._requeue(lease, update.retries)
-        elif lease.kind == "page" and update.status in ("done", "failed") and update.fetched:
+        elif lease.kind == UrlKind.PAGE and update.status in _FINISHED and update.fetched:
             self._pages_done += 1
         self._updates.append(update)
         self._release_host(lease.host, feedback)
@@ -374,20 +403,45 @@ class Frontier:
     def uncommitted(self) -> int:
         return len(self._updates) + len(self._inserts)
 
-    def commit(self) -> None:
-        """Write the batch (new URLs, leases, results, host state) in one transaction."""
+    def take_batch(self) -> Batch | None:
+        """Hand over the changes since the last batch (None when there are none).
+
+        Call on the event loop; the batch is then the caller's to write.
+        """
         if not (self._inserts or self._leases or self._updates or self._dirty_hosts):
-            return
+            return None
         hosts = [
-            (h, self._next_allowed.get(h, 0.0), self._backoff.get(h, 0.0), self._errors.get(h, 0))
+            HostState(h, self._next_allowed.get(h, 0.0), self._backoff.get(h, 0.0), self._errors.get(h, 0))
             for h in self._dirty_hosts
         ]
-        self._db.apply(
-            inserts=self._inserts, leases=self._leases, updates=self._updates, hosts=hosts, now=time.time()
-        )
-        self._seen.committed()
+        batch = Batch(self._inserts, self._leases, self._updates, hosts)
         self._inserts, self._leases, self._updates = [], [], []
         self._dirty_hosts = set()
+        return batch
+
+    def write_batch(self, batch: Batch) -> None:
+        """Write a batch in one transaction; touches only the database, so any thread may call it."""
+        self._db.apply(
+            inserts=batch.inserts,
+            leases=batch.leases,
+            updates=batch.updates,
+            hosts=batch.hosts,
+            now=time.time(),
+        )
+
+    def batch_committed(self, batch: Batch) -> None:
+        """The batch is in the table: its new URLs no longer need the seen filter's own record."""
+        self._seen.committed(new.url for new in batch.inserts)
+
+    def commit(self) -> None:
+        """Take, write and acknowledge the batch (new URLs, leases, results, host state) at once."""
+        batch = self.take_batch()
+        if batch is not None:
+            self.write_batch(batch)
+            self.batch_committed(batch)
+
+
+_FINISHED = (UrlStatus.DONE, UrlStatus.FAILED)
 
 
 def _blocked(new: NewUrl, reason: str) -> NewUrl:
@@ -399,7 +453,7 @@ def _blocked(new: NewUrl, reason: str) -> NewUrl:
         kind=new.kind,
         parent=new.parent,
         redirects=new.redirects,
-        status="blocked",
+        status=UrlStatus.BLOCKED,
         blocked_reason=reason,
-        outcome="blocked",
+        outcome=Outcome.BLOCKED,
     )

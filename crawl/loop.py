@@ -12,6 +12,14 @@ fetched again on resume (the re-written documents supersede the earlier copies b
 ``doc_id``); a URL acknowledged in SQLite always has its document on disk. WARC
 records are written as responses arrive.
 
+The writing (Parquet, fsync, the SQLite commit) runs on one writer thread, off the
+event loop, so fetches go on meanwhile. A batch is taken on the event loop in one
+step — its documents, edges and crawl state together — and batches are written in
+the order they were taken, so an acknowledgement never overtakes its document.
+
+The parts a run needs are built together (``crawl.parts.CrawlerParts``); the HTTP
+transport or client can be passed in.
+
 Example::
 
     crawler = Crawler(Path("data/crawl"), CrawlSettings(allow_private=True), seeds=["http://127.0.0.1:8000/"])
@@ -24,31 +32,32 @@ import asyncio
 import logging
 import time
 from collections.abc import Sequence
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import replace
 from email.utils import parsedate_to_datetime
 from pathlib import Path
 
+import httpx
+
 from core.crawldir import CrawlDir
-from core.docstore import DocStore
 from core.errors import CrawlError, FetchError, OutOfScope, RobotsDenied, TooLarge
-from core.linkgraph import Edge, LinkGraphStore
+from core.linkgraph import Edge
 from core.settings import CrawlSettings
 from core.types import Document, doc_id_for
 from crawl.content import decode_html, is_html_body
-from crawl.dedup import NearDupIndex, fingerprints
+from crawl.dedup import fingerprints
 from crawl.extract import ParsedPage, parse_html
-from crawl.fetcher import Fetcher, FetchResult, HopCheck, make_client
-from crawl.frontier import Feedback, Frontier, Lease
-from crawl.guard import AddressGuard, DnsCache, Resolver, system_resolver
+from crawl.fetcher import FetchResult, HopCheck
+from crawl.frontier import Batch, Feedback, Lease
+from crawl.guard import Resolver, system_resolver
+from crawl.parts import CrawlerParts
 from crawl.recrawl import next_interval
 from crawl.robots import RobotsCache
 from crawl.scope import Scope
-from crawl.seen import SeenUrls
 from crawl.sitemaps import parse_sitemap
-from crawl.state import CrawlDb, NewUrl, UrlUpdate
+from crawl.state import NewUrl, Outcome, UrlKind, UrlStatus, UrlUpdate
 from crawl.stats import CrawlStats, CrawlSummary
 from crawl.urls import canonicalize_url, host_of, origin_of
-from crawl.warc import WarcSink
 
 logger = logging.getLogger(__name__)
 
@@ -86,7 +95,11 @@ def _error_kind(exc: CrawlError) -> str:
 
 
 class Crawler:
-    """One crawl over one data directory; ``run`` until done, stopped or out of budget."""
+    """One crawl over one data directory; ``run`` until done, stopped or out of budget.
+
+    ``transport`` (or a whole ``client``) replaces the HTTP client's connection pool,
+    ``resolver`` the DNS lookups of the address guard.
+    """
 
     def __init__(
         self,
@@ -97,6 +110,8 @@ class Crawler:
         scope: Scope | None = None,
         recrawl: bool = False,
         resolver: Resolver = system_resolver,
+        transport: httpx.AsyncBaseTransport | None = None,
+        client: httpx.AsyncClient | None = None,
     ) -> None:
         self.paths = CrawlDir(data_dir)
         self.settings = settings
@@ -105,74 +120,42 @@ class Crawler:
         self.recrawl = recrawl
         self.stats = CrawlStats()
         self._resolver = resolver
+        self._transport = transport
+        self._client = client
         self._stopped = False
-        self._docs: list[Document] = []
-        self._edges: list[Edge] = []
-        self._frontier: Frontier | None = None
-        self._warc: WarcSink | None = None
+        self._running: _CrawlRun | None = None
+        """The run in progress, for ``request_stop``."""
 
     def request_stop(self) -> None:
         """Finish the fetches in flight, store everything, and return (Ctrl-C)."""
         if not self._stopped:
             logger.info("Stopping: finishing the fetches in flight")
         self._stopped = True
-        if self._frontier is not None:
-            self._frontier.stop()
-
-    # -- lifecycle -----------------------------------------------------------
+        if self._running is not None:
+            self._running.parts.frontier.stop()
 
     async def run(self) -> CrawlSummary:
-        s = self.settings
-        self.paths.root.mkdir(parents=True, exist_ok=True)
-        self._db = CrawlDb(self.paths.db)
+        parts = CrawlerParts.open(
+            self.paths,
+            self.settings,
+            recrawl=self.recrawl,
+            resolver=self._resolver,
+            transport=self._transport,
+            client=self._client,
+        )
+        running = _CrawlRun(parts, self.settings, self.scope, self.stats)
+        self._running = running
+        if self._stopped:
+            parts.frontier.stop()
         try:
-            if self.recrawl:
-                due = self._db.schedule_recrawl(time.time())
-                logger.info("Recrawl: %d pages due", due)
-            self._seen = SeenUrls(self._db)
-            self._frontier = Frontier.from_settings(
-                s, self._db, self._seen, count_existing_pages=not self.recrawl
-            )
-            if self._stopped:
-                self._frontier.stop()
-            self._dedup = NearDupIndex(s.near_dup_max_distance)
-            for url, text_hash, fingerprint in self._db.indexed_fingerprints():
-                self._dedup.add(url, text_hash, fingerprint)
-            self._docstore = DocStore(self.paths.docs)
-            self._links = LinkGraphStore(self.paths.links)
-            self._warc = WarcSink(self.paths.warc, max_file_bytes=s.warc_max_file_bytes)
-            guard = AddressGuard(
-                DnsCache(self._resolver),
-                allow_private=s.allow_private,
-                allowed_networks=s.allowed_networks,
-            )
-            self._guard = guard
-            # One request in flight per host: a pool smaller than the number of hosts would
-            # close and reopen connections constantly, so size it for many hosts.
-            async with make_client(
-                timeout_s=s.fetch_timeout_s, max_connections=max(256, 4 * s.concurrency)
-            ) as client:
-                self._fetcher = Fetcher.from_settings(s, client, guard)
-                self._robots = RobotsCache(
-                    self._fetch_robots,
-                    user_agent=s.user_agent,
-                    ttl_s=s.robots_ttl_s,
-                    error_ttl_s=s.robots_error_ttl_s,
-                    store=self._db,
-                )
-                for seed in self.seeds:
-                    self._frontier.add(NewUrl(seed, host_of(seed), 0, _SEED_PRIORITY))
-                await self._run_workers()
+            await running.crawl(self.seeds)
         finally:
+            self._running = None
             try:
-                if self._frontier is not None:
-                    self._flush()
-                    self._refresh_cluster_sizes()
+                await running.finish()
             finally:
-                if self._warc is not None:
-                    self._warc.close()
-                self._db.close()
-        self.stats.queued = self._frontier.pending if self._frontier else 0
+                await parts.aclose()
+        self.stats.queued = parts.frontier.pending
         summary = self.stats.summary(stopped=self._stopped)
         logger.info(
             "Crawl finished: %d pages, %d indexed, %d duplicates in %.1f s",
@@ -183,7 +166,38 @@ class Crawler:
         )
         return summary
 
-    async def _run_workers(self) -> None:
+
+class _CrawlRun:
+    """The workers, the per-URL handling and the batched writes of one ``Crawler.run``."""
+
+    def __init__(self, parts: CrawlerParts, settings: CrawlSettings, scope: Scope, stats: CrawlStats) -> None:
+        self.parts = parts
+        self.settings = settings
+        self.scope = scope
+        self.stats = stats
+        self._frontier = parts.frontier
+        self._fetcher = parts.fetcher
+        self._guard = parts.guard
+        self._dedup = parts.dedup
+        self._robots = RobotsCache(
+            self._fetch_robots,
+            user_agent=settings.user_agent,
+            ttl_s=settings.robots_ttl_s,
+            error_ttl_s=settings.robots_error_ttl_s,
+            store=parts.db,
+        )
+        self._docs: list[Document] = []
+        self._edges: list[Edge] = []
+        # One thread, so batches are written one at a time and in the order they were taken.
+        self._writer = ThreadPoolExecutor(max_workers=1, thread_name_prefix="crawl-flush")
+        self._flushes_in_flight = 0
+        self._write_error: BaseException | None = None
+
+    # -- lifecycle -----------------------------------------------------------
+
+    async def crawl(self, seeds: Sequence[str]) -> None:
+        for seed in seeds:
+            self._frontier.add(NewUrl(seed, host_of(seed), 0, _SEED_PRIORITY))
         workers = [asyncio.create_task(self._worker()) for _ in range(self.settings.concurrency)]
         flusher = asyncio.create_task(self._flush_periodically())
         try:
@@ -194,23 +208,58 @@ class Crawler:
                 worker.cancel()
             await asyncio.gather(flusher, *workers, return_exceptions=True)
 
+    async def finish(self) -> None:
+        """Store what is buffered (after any batch still being written), then repair cluster sizes."""
+        try:
+            await self.flush()
+            await asyncio.to_thread(self._refresh_cluster_sizes)
+        finally:
+            self._writer.shutdown(wait=True)
+
     async def _flush_periodically(self) -> None:
         while True:
             await asyncio.sleep(self.settings.flush_interval_s)
-            self._flush()
+            await self.flush()
 
-    def _flush(self) -> None:
-        """Store documents and edges, then acknowledge their URLs in one SQLite commit."""
-        assert self._frontier is not None
-        if self._docs:
-            self._docstore.append(self._docs)
-            self._docs = []
-        if self._edges:
-            self._links.append(self._edges)
-            self._edges = []
-        if self._warc is not None:
-            self._warc.flush()
-        self._frontier.commit()
+    async def flush(self) -> None:
+        """Store documents and edges, then acknowledge their URLs in one SQLite commit.
+
+        The batch is taken here, on the event loop, in one step; the writer thread
+        stores it after every earlier batch. Cancelling the caller does not cancel the
+        write: a batch once taken is always written, so none is lost or overtaken.
+        """
+        docs, self._docs = self._docs, []
+        edges, self._edges = self._edges, []
+        batch = self._frontier.take_batch()
+        writing = asyncio.get_running_loop().run_in_executor(self._writer, self._store, docs, edges, batch)
+        self._flushes_in_flight += 1
+        writing.add_done_callback(lambda _: self._flush_done(batch, writing))
+        await asyncio.shield(writing)
+
+    def _flush_done(self, batch: Batch | None, writing: asyncio.Future[None]) -> None:
+        self._flushes_in_flight -= 1
+        if batch is not None and not writing.cancelled() and writing.exception() is None:
+            self._frontier.batch_committed(batch)
+
+    def _store(self, docs: list[Document], edges: list[Edge], batch: Batch | None) -> None:
+        """On the writer thread: documents, edges and WARC records first, then the acknowledgements.
+
+        After one failed write every later one fails too: a batch whose predecessor was
+        not stored would commit new URLs' results without their rows, so acks stop.
+        """
+        if self._write_error is not None:
+            raise OSError(f"An earlier crawl batch could not be stored: {self._write_error}")
+        try:
+            if docs:
+                self.parts.docstore.append(docs)
+            if edges:
+                self.parts.links.append(edges)
+            self.parts.warc.flush()
+            if batch is not None:
+                self._frontier.write_batch(batch)
+        except BaseException as exc:
+            self._write_error = exc
+            raise
 
     def _refresh_cluster_sizes(self) -> None:
         """Re-append originals whose duplicate cluster grew, with the new ``dup_cluster_size``.
@@ -220,22 +269,22 @@ class Crawler:
         Computed from the crawl database at the end of every run, so it also repairs
         what a killed run left stale.
         """
-        counts = self._db.duplicate_counts()
+        counts = self.parts.db.duplicate_counts()
         if not counts:
             return
-        sizes = self._docstore.latest_frame(["url", "dup_cluster_size"])
+        docstore = self.parts.docstore
+        sizes = docstore.latest_frame(["url", "dup_cluster_size"])
         stale = {
             url: 1 + counts[url]
             for _, url, size in sizes.iter_rows()
             if url in counts and size != 1 + counts[url]
         }
         if stale:
-            found = self._docstore.documents_by_url(stale)
-            self._docstore.append(replace(doc, dup_cluster_size=stale[url]) for url, doc in found.items())
+            found = docstore.documents_by_url(stale)
+            docstore.append(replace(doc, dup_cluster_size=stale[url]) for url, doc in found.items())
 
     async def _worker(self) -> None:
         frontier = self._frontier
-        assert frontier is not None
         while (lease := await frontier.lease()) is not None:
             try:
                 await self._handle(lease)
@@ -243,13 +292,19 @@ class Crawler:
                 logger.exception("Internal error on %s", lease.url)
                 frontier.finish(
                     lease,
-                    UrlUpdate(lease.url, "failed", f"internal error: {type(exc).__name__}", fetched=True),
+                    UrlUpdate(
+                        lease.url,
+                        UrlStatus.FAILED,
+                        Outcome.INTERNAL_ERROR,
+                        detail=type(exc).__name__,
+                        fetched=True,
+                    ),
                     Feedback(error=True),
                 )
             self.stats.queued = frontier.pending
             self.stats.in_flight = frontier.in_flight
-            if frontier.uncommitted >= self.settings.flush_every:
-                self._flush()
+            if frontier.uncommitted >= self.settings.flush_every and not self._flushes_in_flight:
+                await self.flush()
 
     # -- one URL -------------------------------------------------------------
 
@@ -262,8 +317,7 @@ class Crawler:
     def _record_exchange(self, result: FetchResult) -> None:
         self.stats.fetches += 1
         self.stats.bytes += len(result.body)
-        assert self._warc is not None
-        self._warc.write(result)
+        self.parts.warc.write(result)
 
     def _hop_check(self, depth: int) -> HopCheck:
         async def check(target: str) -> None:
@@ -276,18 +330,22 @@ class Crawler:
         return check
 
     def _finish(self, lease: Lease, update: UrlUpdate, feedback: Feedback) -> None:
-        assert self._frontier is not None
-        self.stats.outcomes[update.outcome.split(":", 1)[0]] += 1
+        self.stats.outcomes[update.outcome_key] += 1
         self._frontier.finish(lease, update, feedback)
 
-    def _retry_or_fail(self, lease: Lease, outcome: str, http_status: int | None) -> UrlUpdate:
+    def _retry_or_fail(
+        self, lease: Lease, outcome: Outcome, http_status: int | None, *, detail: str = ""
+    ) -> UrlUpdate:
         if lease.retries < self.settings.max_retries:
-            return UrlUpdate(lease.url, "pending", outcome, http_status, retries=lease.retries + 1)
+            return UrlUpdate(
+                lease.url, UrlStatus.PENDING, outcome, http_status, retries=lease.retries + 1, detail=detail
+            )
         return UrlUpdate(
             lease.url,
-            "failed",
+            UrlStatus.FAILED,
             outcome,
             http_status,
+            detail=detail,
             retries=lease.retries,
             fetched=True,
             last_fetch=time.time(),
@@ -302,7 +360,9 @@ class Crawler:
             self.stats.errors["guard"] += 1
             self._finish(
                 lease,
-                UrlUpdate(url, "blocked", "blocked: address guard", blocked_reason=str(exc)),
+                UrlUpdate(
+                    url, UrlStatus.BLOCKED, Outcome.BLOCKED, detail="address guard", blocked_reason=str(exc)
+                ),
                 Feedback(requested=False),
             )
             return
@@ -313,7 +373,6 @@ class Crawler:
             policy = await self._robots.policy(origin)
             for sitemap in policy.sitemaps:
                 self._add_sitemap(sitemap, 0, parent=f"{origin}/robots.txt")
-            assert self._frontier is not None
             self._frontier.defer(
                 lease,
                 Feedback(
@@ -327,14 +386,20 @@ class Crawler:
             self.stats.errors["robots_unavailable"] += 1
             self._finish(
                 lease,
-                self._retry_or_fail(lease, "robots.txt unavailable", policy.status or None),
+                self._retry_or_fail(lease, Outcome.ROBOTS_UNAVAILABLE, policy.status or None),
                 Feedback(requested=False, error=True, retry_after_s=policy.expires_at - time.time()),
             )
             return
         if not policy.can_fetch(url, self._robots.agent):
             self._finish(
                 lease,
-                UrlUpdate(url, "blocked", "blocked: robots.txt", blocked_reason="disallowed by robots.txt"),
+                UrlUpdate(
+                    url,
+                    UrlStatus.BLOCKED,
+                    Outcome.BLOCKED,
+                    detail="robots.txt",
+                    blocked_reason="disallowed by robots.txt",
+                ),
                 Feedback(requested=False),
             )
             return
@@ -352,7 +417,14 @@ class Crawler:
             kind = _error_kind(exc)
             self._finish(
                 lease,
-                UrlUpdate(url, "blocked", f"blocked: {kind}", blocked_reason=str(exc), fetched=True),
+                UrlUpdate(
+                    url,
+                    UrlStatus.BLOCKED,
+                    Outcome.BLOCKED,
+                    detail=kind,
+                    blocked_reason=str(exc),
+                    fetched=True,
+                ),
                 Feedback(crawl_delay_s=crawl_delay),
             )
             return
@@ -361,7 +433,12 @@ class Crawler:
             self._finish(
                 lease,
                 UrlUpdate(
-                    url, "done", "too large", blocked_reason=str(exc), fetched=True, last_fetch=time.time()
+                    url,
+                    UrlStatus.DONE,
+                    Outcome.TOO_LARGE,
+                    blocked_reason=str(exc),
+                    fetched=True,
+                    last_fetch=time.time(),
                 ),
                 Feedback(crawl_delay_s=crawl_delay),
             )
@@ -374,7 +451,7 @@ class Crawler:
             recover_s = self.settings.fetch_timeout_s if kind == "timeout" else None
             self._finish(
                 lease,
-                self._retry_or_fail(lease, f"error: {exc.reason}", None),
+                self._retry_or_fail(lease, Outcome.ERROR, None, detail=exc.reason),
                 Feedback(error=True, crawl_delay_s=crawl_delay, retry_after_s=recover_s),
             )
             return
@@ -399,9 +476,9 @@ class Crawler:
         status = result.status
         now = time.time()
         if status == 429 or status >= 500:
-            return self._retry_or_fail(lease, f"http {status}", status)
+            return self._retry_or_fail(lease, Outcome.HTTP, status)
         fetched = UrlUpdate(
-            url, "done", "", status, fetched=True, last_fetch=now, bytes=len(result.body),
+            url, UrlStatus.DONE, Outcome.NONE, status, fetched=True, last_fetch=now, bytes=len(result.body),
             elapsed_s=result.elapsed_s,
         )  # fmt: skip
         if result.redirect_to:
@@ -413,25 +490,25 @@ class Crawler:
                         redirects=result.redirects,
                     )
                 )  # fmt: skip
-            return replace(fetched, outcome="redirect", dup_of=target)
-        if lease.kind == "sitemap":
+            return replace(fetched, outcome=Outcome.REDIRECT, dup_of=target)
+        if lease.kind == UrlKind.SITEMAP:
             return self._handle_sitemap(lease, result, fetched)
         if status == 304:
             return replace(
                 self._scheduled(fetched, lease, changed=False),
-                outcome="not modified",
+                outcome=Outcome.NOT_MODIFIED,
                 etag=result.headers.get("etag", lease.etag),
                 last_modified=result.headers.get("last-modified", lease.last_modified),
             )
         if status >= 300:
-            return replace(self._scheduled(fetched, lease, changed=True), outcome=f"http {status}")
+            return replace(self._scheduled(fetched, lease, changed=True), outcome=Outcome.HTTP)
         fetched = replace(
             fetched,
             etag=result.headers.get("etag", ""),
             last_modified=result.headers.get("last-modified", ""),
         )
         if not is_html_body(result.media_type, result.body):
-            return replace(self._scheduled(fetched, lease, changed=True), outcome="not html")
+            return replace(self._scheduled(fetched, lease, changed=True), outcome=Outcome.NOT_HTML)
         html, _ = decode_html(result.body, result.charset)
         page = parse_html(
             html,
@@ -444,14 +521,13 @@ class Crawler:
         if result.final_url != url:
             self._add(
                 NewUrl(
-                    result.final_url, host_of(result.final_url), lease.depth, lease.priority, status="done",
-                    outcome="fetched via redirect", dup_of=url,
+                    result.final_url, host_of(result.final_url), lease.depth, lease.priority,
+                    status=UrlStatus.DONE, outcome=Outcome.FETCHED_VIA_REDIRECT, dup_of=url,
                 )
             )  # fmt: skip
         return self._index_page(lease, result, page, fetched)
 
     def _add(self, new: NewUrl) -> None:
-        assert self._frontier is not None
         self._frontier.add(new)
 
     def _scheduled(self, update: UrlUpdate, lease: Lease, *, changed: bool) -> UrlUpdate:
@@ -468,7 +544,7 @@ class Crawler:
 
     def _handle_sitemap(self, lease: Lease, result: FetchResult, fetched: UrlUpdate) -> UrlUpdate:
         if result.status >= 300:
-            return replace(fetched, outcome=f"http {result.status}")
+            return replace(fetched, outcome=Outcome.HTTP)
         entries = parse_sitemap(result.body, max_bytes=self.settings.max_page_bytes)
         for page in entries.pages:
             target = canonicalize_url(page, base=lease.url)
@@ -476,21 +552,19 @@ class Crawler:
                 self._add(NewUrl(target, host_of(target), 1, _SITEMAP_PAGE_PRIORITY, parent=lease.url))
         for child in entries.sitemaps:
             self._add_sitemap(child, lease.depth + 1, parent=lease.url)
-        return replace(fetched, outcome="sitemap")
+        return replace(fetched, outcome=Outcome.SITEMAP)
 
     def _add_sitemap(self, sitemap_url: str, depth: int, *, parent: str) -> None:
         target = canonicalize_url(sitemap_url, base=parent)
         if not target or depth > _MAX_SITEMAP_DEPTH or self.scope.out_of_scope_reason(target, 0):
             return
-        assert self._frontier is not None
         self._frontier.add(
-            NewUrl(target, host_of(target), depth, _SITEMAP_PRIORITY, kind="sitemap", parent=parent)
+            NewUrl(target, host_of(target), depth, _SITEMAP_PRIORITY, kind=UrlKind.SITEMAP, parent=parent)
         )
 
     def _follow_links(self, lease: Lease, page_url: str, page: ParsedPage) -> None:
         if page.nofollow:
             return
-        assert self._frontier is not None
         depth = lease.depth + 1
         priority = 1.0 / (1.0 + depth)
         taken = 0
@@ -514,10 +588,10 @@ class Crawler:
         if canonical and canonical != final and self.scope.contains(canonical, lease.depth):
             self._add(NewUrl(canonical, host_of(canonical), lease.depth, lease.priority, parent=url))
             return replace(
-                self._scheduled(fetched, lease, changed=True), outcome="canonicalized", dup_of=canonical
+                self._scheduled(fetched, lease, changed=True), outcome=Outcome.CANONICALIZED, dup_of=canonical
             )
         if page.noindex:
-            return replace(self._scheduled(fetched, lease, changed=True), outcome="noindex")
+            return replace(self._scheduled(fetched, lease, changed=True), outcome=Outcome.NOINDEX)
         text_hash, fingerprint, word_count = fingerprints(page.body)
         changed = text_hash != lease.previous_hash
         fetched = replace(
@@ -527,10 +601,10 @@ class Crawler:
             verdict = self._dedup.check(text_hash, fingerprint)
             if verdict.kind != "unique" and verdict.of_url not in (url, final):
                 self.stats.duplicates += 1
-                return replace(fetched, outcome=f"duplicate ({verdict.kind})", dup_of=verdict.of_url)
+                return replace(fetched, outcome=Outcome.DUPLICATE, detail=verdict.kind, dup_of=verdict.of_url)
             self._dedup.add(url, text_hash, fingerprint)
         if lease.fetch_count and not changed:
-            return replace(fetched, outcome="indexed")  # a recrawl that found the same text
+            return replace(fetched, outcome=Outcome.INDEXED)  # a recrawl that found the same text
         host = host_of(final)
         self._docs.append(
             Document(
@@ -553,4 +627,4 @@ class Crawler:
             )
         )
         self.stats.indexed += 1
-        return replace(fetched, outcome="indexed", changed=bool(lease.fetch_count))
+        return replace(fetched, outcome=Outcome.INDEXED, changed=bool(lease.fetch_count))

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import logging
 import time
+from collections.abc import Iterable
 
 from rbloom import Bloom
 
@@ -67,11 +68,16 @@ class SeenUrls:
             self._grow()
         return True
 
-    def committed(self) -> None:
-        """The frontier wrote its batch: the table now knows every uncommitted URL."""
-        for url in self._uncommitted:
-            self._remember(url)
-        self._uncommitted.clear()
+    def committed(self, urls: Iterable[str]) -> None:
+        """The frontier wrote a batch: the table now knows these URLs.
+
+        Only the batch's own URLs: others accepted while it was being written are not
+        in the table yet, and a rebuild of the filter must still add them.
+        """
+        for url in urls:
+            if url in self._uncommitted:
+                self._uncommitted.discard(url)
+                self._remember(url)
 
     def _remember(self, url: str) -> None:
         self._recent.add(url)

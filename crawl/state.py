@@ -12,14 +12,92 @@ from __future__ import annotations
 
 import logging
 import sqlite3
-from collections.abc import Iterator
-from dataclasses import dataclass
+import threading
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass, fields
+from enum import StrEnum
 from pathlib import Path
 from typing import Any
 
 logger = logging.getLogger(__name__)
 
-__all__ = ["CrawlDb", "NewUrl", "UrlUpdate", "to_signed64", "to_unsigned64"]
+__all__ = [
+    "CrawlDb",
+    "HostHealth",
+    "HostState",
+    "NewUrl",
+    "Outcome",
+    "UrlKind",
+    "UrlStatus",
+    "UrlUpdate",
+    "to_signed64",
+    "to_unsigned64",
+]
+
+
+class UrlStatus(StrEnum):
+    """Where a URL is in its life; the values are what the ``urls.status`` column holds."""
+
+    PENDING = "pending"
+    LEASED = "leased"
+    DONE = "done"
+    FAILED = "failed"
+    BLOCKED = "blocked"
+
+
+class UrlKind(StrEnum):
+    """What a URL is fetched as (``urls.kind``)."""
+
+    PAGE = "page"
+    SITEMAP = "sitemap"
+
+
+class Outcome(StrEnum):
+    """What handling a URL found.
+
+    The ``urls.outcome`` column stores one text per outcome, and for four kinds it
+    carries a qualifier: the blocking rule (``blocked: robots.txt``), the fetch error
+    (``error: timeout``), the exception class (``internal error: KeyError``), the
+    duplicate kind (``duplicate (near)``); ``http`` adds the HTTP status (``http 404``).
+    The qualifier travels beside the kind (``UrlUpdate.detail``) and is joined only
+    when written (:func:`outcome_text`), so code compares kinds, never parses text,
+    and databases written before the kinds were typed read the same.
+    """
+
+    NONE = ""
+    INDEXED = "indexed"
+    DUPLICATE = "duplicate"
+    CANONICALIZED = "canonicalized"
+    NOINDEX = "noindex"
+    NOT_HTML = "not html"
+    NOT_MODIFIED = "not modified"
+    TOO_LARGE = "too large"
+    REDIRECT = "redirect"
+    FETCHED_VIA_REDIRECT = "fetched via redirect"
+    SITEMAP = "sitemap"
+    HTTP = "http"
+    ERROR = "error"
+    BLOCKED = "blocked"
+    ROBOTS_UNAVAILABLE = "robots.txt unavailable"
+    LEASE_EXPIRED = "lease expired"
+    INTERNAL_ERROR = "internal error"
+
+
+_OUTCOME_FORMATS = {
+    Outcome.DUPLICATE: "{kind} ({detail})",
+    Outcome.HTTP: "{kind} {detail}",
+    Outcome.ERROR: "{kind}: {detail}",
+    Outcome.BLOCKED: "{kind}: {detail}",
+    Outcome.INTERNAL_ERROR: "{kind}: {detail}",
+}
+
+
+def outcome_text(outcome: Outcome, detail: object = "") -> str:
+    """The ``urls.outcome`` text of a kind and its qualifier (the kind alone without one)."""
+    if detail == "" or detail is None or outcome not in _OUTCOME_FORMATS:
+        return str(outcome)
+    return _OUTCOME_FORMATS[outcome].format(kind=outcome.value, detail=detail)
+
 
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS urls (
@@ -95,12 +173,12 @@ class NewUrl:
     host: str
     depth: int
     priority: float
-    kind: str = "page"
+    kind: UrlKind = UrlKind.PAGE
     parent: str = ""
     redirects: int = 0
-    status: str = "pending"
+    status: UrlStatus = UrlStatus.PENDING
     blocked_reason: str = ""
-    outcome: str = ""
+    outcome: Outcome = Outcome.NONE
     dup_of: str = ""
 
 
@@ -109,9 +187,9 @@ class UrlUpdate:
     """The result of handling one leased URL."""
 
     url: str
-    status: str
+    status: UrlStatus
     """``done``, ``failed``, ``blocked`` or ``pending`` (a retry)."""
-    outcome: str
+    outcome: Outcome
     http_status: int | None = None
     content_hash: str = ""
     simhash: int = 0
@@ -127,20 +205,120 @@ class UrlUpdate:
     changed: bool = False
     bytes: int = 0
     elapsed_s: float = 0.0
+    detail: str = ""
+    """The outcome's qualifier: blocking rule, fetch error, exception class, duplicate kind."""
+
+    @property
+    def outcome_text(self) -> str:
+        """The stored outcome (``http`` is qualified by the HTTP status)."""
+        detail = self.http_status if self.outcome is Outcome.HTTP else self.detail
+        return outcome_text(self.outcome, detail)
+
+    @property
+    def outcome_key(self) -> str:
+        """The outcome as crawl statistics count it: the kind, and the status or duplicate kind."""
+        if self.outcome in (Outcome.HTTP, Outcome.DUPLICATE):
+            return self.outcome_text
+        return str(self.outcome)
+
+
+@dataclass(frozen=True, slots=True)
+class HostState:
+    """A host's politeness state as the frontier persists it."""
+
+    host: str
+    next_allowed: float
+    backoff_s: float
+    errors: int
+
+
+@dataclass(frozen=True, slots=True)
+class HostHealth:
+    """One host's URL counts, politeness state and response times (``crawl.host_health``)."""
+
+    host: str
+    done: int
+    pending: int
+    """Pending and leased: the host's backlog."""
+    failed: int
+    blocked: int
+    http_4xx: int
+    http_5xx: int
+    errors: int
+    backoff_s: float
+    next_allowed_in_s: float
+    mean_response_ms: float
+    fetches: int
+
+
+_FIELD_NAMES: dict[type, tuple[str, ...]] = {}
+
+
+def _params(record: Any, **overrides: object) -> dict[str, object]:
+    """A dataclass record's fields as named SQL parameters (``:name``), some values replaced."""
+    names = _FIELD_NAMES.get(type(record))
+    if names is None:
+        names = _FIELD_NAMES[type(record)] = tuple(f.name for f in fields(record))
+    params: dict[str, object] = {name: getattr(record, name) for name in names}
+    params.update(overrides)
+    return params
+
+
+_INSERT_URL = (
+    "INSERT OR IGNORE INTO urls(url, host, kind, depth, priority, status, outcome, "
+    "discovered_at, parent, redirects, blocked_reason, dup_of) "
+    "VALUES (:url, :host, :kind, :depth, :priority, :status, :outcome, "
+    ":now, :parent, :redirects, :blocked_reason, :dup_of)"
+)
+_LEASE_URL = "UPDATE urls SET status = 'leased', lease_until = :until WHERE url = :url AND status = 'pending'"
+_UPDATE_URL = (
+    "UPDATE urls SET status = :status, outcome = :outcome, "
+    "http_status = COALESCE(:http_status, http_status), "
+    "content_hash = CASE WHEN :content_hash != '' THEN :content_hash ELSE content_hash END, "
+    "simhash = CASE WHEN :content_hash != '' THEN :simhash ELSE simhash END, "
+    "etag = CASE WHEN :fetched THEN :etag ELSE etag END, "
+    "last_modified = CASE WHEN :fetched THEN :last_modified ELSE last_modified END, "
+    "last_fetch = COALESCE(:last_fetch, last_fetch), next_fetch = :next_fetch, "
+    "interval_s = CASE WHEN :interval_s > 0 THEN :interval_s ELSE interval_s END, retries = :retries, "
+    "blocked_reason = :blocked_reason, dup_of = :dup_of, fetch_count = fetch_count + :fetched, "
+    "change_count = change_count + :changed, lease_until = NULL WHERE url = :url"
+)
+_LOG_FETCH = (
+    "INSERT INTO fetch_log(url, at, http_status, outcome, bytes, elapsed_s) "
+    "VALUES (:url, :at, :http_status, :outcome, :bytes, :elapsed_s)"
+)
+_SAVE_HOST = (
+    "INSERT INTO hosts(host, next_allowed, backoff_s, errors) "
+    "VALUES (:host, :next_allowed, :backoff_s, :errors) "
+    "ON CONFLICT(host) DO UPDATE SET next_allowed = excluded.next_allowed, "
+    "backoff_s = excluded.backoff_s, errors = excluded.errors"
+)
 
 
 class CrawlDb:
     """One crawl's SQLite database (``CrawlDir.db``)."""
 
-    def __init__(self, path: Path) -> None:
-        path.parent.mkdir(parents=True, exist_ok=True)
+    def __init__(self, path: Path, *, readonly: bool = False) -> None:
+        """Open (creating it unless ``readonly``) the database at ``path``.
+
+        ``readonly`` is for dashboards beside a running crawl: it never creates the
+        file or the schema and cannot take the writer's lock.
+        """
         self.path = path
-        self._conn = sqlite3.connect(path, isolation_level=None, check_same_thread=False)
-        self._conn.row_factory = sqlite3.Row
-        self._conn.execute("PRAGMA journal_mode=WAL")
-        self._conn.execute("PRAGMA synchronous=NORMAL")
-        self._conn.execute("PRAGMA busy_timeout=5000")
-        self._conn.executescript(_SCHEMA)
+        if readonly:
+            self._conn = sqlite3.connect(f"file:{path}?mode=ro", uri=True, timeout=5, check_same_thread=False)
+            self._conn.row_factory = sqlite3.Row
+        else:
+            path.parent.mkdir(parents=True, exist_ok=True)
+            self._conn = sqlite3.connect(path, isolation_level=None, check_same_thread=False)
+            self._conn.row_factory = sqlite3.Row
+            self._conn.execute("PRAGMA journal_mode=WAL")
+            self._conn.execute("PRAGMA synchronous=NORMAL")
+            self._conn.execute("PRAGMA busy_timeout=5000")
+            self._conn.executescript(_SCHEMA)
+        # The crawl loop commits batches from a worker thread while the event loop keeps
+        # reading and saving robots policies on the same connection: writes take turns.
+        self._write_lock = threading.Lock()
 
     def close(self) -> None:
         self._conn.close()
@@ -176,6 +354,50 @@ class CrawlDb:
             "SELECT host, COUNT(*) FROM urls WHERE kind = 'page' AND status != 'blocked' GROUP BY host"
         )
         return {host: int(n) for host, n in rows}
+
+    def host_health(self, now: float) -> list[HostHealth]:
+        """Every host with URLs: counts by status and HTTP class, politeness as of ``now``, timing."""
+        counts = self._conn.execute(
+            """
+            SELECT host,
+                   SUM(status = 'done'), SUM(status IN ('pending', 'leased')), SUM(status = 'failed'),
+                   SUM(status = 'blocked'),
+                   SUM(http_status BETWEEN 400 AND 499), SUM(http_status BETWEEN 500 AND 599)
+            FROM urls GROUP BY host
+            """
+        ).fetchall()
+        politeness = {
+            host: (float(t or 0.0), float(b or 0.0), int(e or 0))
+            for host, t, b, e in self._conn.execute("SELECT host, next_allowed, backoff_s, errors FROM hosts")
+        }
+        timing = {
+            host: (float(mean_s or 0.0), int(n))
+            for host, mean_s, n in self._conn.execute(
+                "SELECT u.host, AVG(f.elapsed_s), COUNT(*) "
+                "FROM fetch_log f JOIN urls u ON u.url = f.url GROUP BY u.host"
+            )
+        }
+        out = []
+        for host, done, pending, failed, blocked, c4, c5 in counts:
+            next_allowed, backoff, errors = politeness.get(host, (0.0, 0.0, 0))
+            mean_s, fetches = timing.get(host, (0.0, 0))
+            out.append(
+                HostHealth(
+                    host=host,
+                    done=int(done or 0),
+                    pending=int(pending or 0),
+                    failed=int(failed or 0),
+                    blocked=int(blocked or 0),
+                    http_4xx=int(c4 or 0),
+                    http_5xx=int(c5 or 0),
+                    errors=errors,
+                    backoff_s=round(backoff, 3),
+                    next_allowed_in_s=round(max(0.0, next_allowed - now), 3),
+                    mean_response_ms=round(mean_s * 1000, 1),
+                    fetches=fetches,
+                )
+            )
+        return out
 
     def count_finished_pages(self) -> int:
         return int(
@@ -233,118 +455,86 @@ class CrawlDb:
     # -- writes --------------------------------------------------------------
 
     def save_robots(self, policy: Any) -> None:
-        self._conn.execute(
-            "INSERT OR REPLACE INTO robots(origin, status, body, fetched_at, expires_at) VALUES (?,?,?,?,?)",
-            (policy.origin, policy.status, policy.body, policy.fetched_at, policy.expires_at),
-        )
+        with self._write_lock:
+            self._conn.execute(
+                "INSERT OR REPLACE INTO robots(origin, status, body, fetched_at, expires_at) "
+                "VALUES (:origin, :status, :body, :fetched_at, :expires_at)",
+                {
+                    "origin": policy.origin,
+                    "status": policy.status,
+                    "body": policy.body,
+                    "fetched_at": policy.fetched_at,
+                    "expires_at": policy.expires_at,
+                },
+            )
 
     def release_leases(self) -> int:
         """Return every leased URL to pending (a crawl process died holding them)."""
-        cursor = self._conn.execute(
-            "UPDATE urls SET status = 'pending', lease_until = NULL WHERE status = 'leased'"
-        )
+        with self._write_lock:
+            cursor = self._conn.execute(
+                "UPDATE urls SET status = 'pending', lease_until = NULL WHERE status = 'leased'"
+            )
         return cursor.rowcount
 
     def schedule_recrawl(self, now: float) -> int:
         """Make fetched pages whose next fetch is due pending again; returns how many."""
-        cursor = self._conn.execute(
-            "UPDATE urls SET status = 'pending', retries = 0 WHERE kind = 'page' AND status = 'done' "
-            "AND next_fetch IS NOT NULL AND next_fetch <= ? AND fetch_count > 0",
-            (now,),
-        )
+        with self._write_lock:
+            cursor = self._conn.execute(
+                "UPDATE urls SET status = 'pending', retries = 0 WHERE kind = 'page' AND status = 'done' "
+                "AND next_fetch IS NOT NULL AND next_fetch <= :now AND fetch_count > 0",
+                {"now": now},
+            )
         return cursor.rowcount
 
     def apply(
         self,
         *,
-        inserts: list[NewUrl],
-        leases: list[tuple[str, float]],
-        updates: list[UrlUpdate],
-        hosts: list[tuple[str, float, float, int]],
+        inserts: Sequence[NewUrl],
+        leases: Sequence[tuple[str, float]],
+        updates: Sequence[UrlUpdate],
+        hosts: Sequence[HostState],
         now: float,
     ) -> None:
-        """Write one batch in one transaction: new URLs, leases, results, host state."""
-        conn = self._conn
-        conn.execute("BEGIN")
-        try:
-            conn.executemany(
-                "INSERT OR IGNORE INTO urls(url, host, kind, depth, priority, status, outcome, "
-                "discovered_at, parent, redirects, blocked_reason, dup_of) "
-                "VALUES (?,?,?,?,?,?,?,?,?,?,?,?)",
-                [
-                    (
-                        n.url,
-                        n.host,
-                        n.kind,
-                        n.depth,
-                        n.priority,
-                        n.status,
-                        n.outcome,
-                        now,
-                        n.parent,
-                        n.redirects,
-                        n.blocked_reason,
-                        n.dup_of,
-                    )
-                    for n in inserts
-                ],
-            )
-            conn.executemany(
-                "UPDATE urls SET status = 'leased', lease_until = ? WHERE url = ? AND status = 'pending'",
-                [(until, url) for url, until in leases],
-            )
-            conn.executemany(
-                "UPDATE urls SET status = ?, outcome = ?, http_status = COALESCE(?, http_status), "
-                "content_hash = CASE WHEN ? != '' THEN ? ELSE content_hash END, "
-                "simhash = CASE WHEN ? != '' THEN ? ELSE simhash END, "
-                "etag = CASE WHEN ? THEN ? ELSE etag END, "
-                "last_modified = CASE WHEN ? THEN ? ELSE last_modified END, "
-                "last_fetch = COALESCE(?, last_fetch), next_fetch = ?, "
-                "interval_s = CASE WHEN ? > 0 THEN ? ELSE interval_s END, retries = ?, "
-                "blocked_reason = ?, dup_of = ?, fetch_count = fetch_count + ?, "
-                "change_count = change_count + ?, lease_until = NULL WHERE url = ?",
-                [
-                    (
-                        u.status,
-                        u.outcome,
-                        u.http_status,
-                        u.content_hash,
-                        u.content_hash,
-                        u.content_hash,
-                        to_signed64(u.simhash),
-                        u.fetched,
-                        u.etag,
-                        u.fetched,
-                        u.last_modified,
-                        u.last_fetch,
-                        u.next_fetch,
-                        u.interval_s,
-                        u.interval_s,
-                        u.retries,
-                        u.blocked_reason,
-                        u.dup_of,
-                        int(u.fetched),
-                        int(u.changed),
-                        u.url,
-                    )
-                    for u in updates
-                ],
-            )
-            conn.executemany(
-                "INSERT INTO fetch_log(url, at, http_status, outcome, bytes, elapsed_s) VALUES (?,?,?,?,?,?)",
-                [
-                    (u.url, u.last_fetch or now, u.http_status, u.outcome, u.bytes, u.elapsed_s)
-                    for u in updates
-                    if u.fetched or u.status == "failed" or u.retries
-                ],
-            )
-            conn.executemany(
-                "INSERT INTO hosts(host, next_allowed, backoff_s, errors) VALUES (?,?,?,?) "
-                "ON CONFLICT(host) DO UPDATE SET next_allowed = excluded.next_allowed, "
-                "backoff_s = excluded.backoff_s, errors = excluded.errors",
-                hosts,
-            )
-            conn.execute("COMMIT")
-        except BaseException:
-            conn.execute("ROLLBACK")
-            raise
+        """Write one batch in one transaction: new URLs, leases (url, until), results, host state.
+
+        Safe to call from a worker thread while the event loop reads.
+        """
+        with self._write_lock:
+            conn = self._conn
+            conn.execute("BEGIN")
+            try:
+                conn.executemany(_INSERT_URL, [_params(n, now=now) for n in inserts])
+                conn.executemany(_LEASE_URL, [{"url": url, "until": until} for url, until in leases])
+                conn.executemany(
+                    _UPDATE_URL,
+                    [
+                        _params(
+                            u,
+                            outcome=u.outcome_text,
+                            simhash=to_signed64(u.simhash),
+                            fetched=int(u.fetched),
+                            changed=int(u.changed),
+                        )
+                        for u in updates
+                    ],
+                )
+                conn.executemany(
+                    _LOG_FETCH,
+                    [
+                        {
+                            "url": u.url,
+                            "at": u.last_fetch or now,
+                            "http_status": u.http_status,
+                            "outcome": u.outcome_text,
+                            "bytes": u.bytes,
+                            "elapsed_s": u.elapsed_s,
+                        }
+                        for u in updates
+                        if u.fetched or u.status == UrlStatus.FAILED or u.retries
+                    ],
+                )
+                conn.executemany(_SAVE_HOST, [_params(h) for h in hosts])
+                conn.execute("COMMIT")
+            except BaseException:
+                conn.execute("ROLLBACK")
+                raise

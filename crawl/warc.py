@@ -55,6 +55,9 @@ class WarcSink:
             queue.Queue(maxsize=1024) if background else None
         )
         self._error: BaseException | None = None
+        # ``flush`` may run on another thread than the writer (the crawl loop flushes from
+        # a worker thread) and must not flush a file the writer is rotating away.
+        self._file_lock = threading.Lock()
         self._thread: threading.Thread | None = None
         if self._queue is not None:
             self._thread = threading.Thread(target=self._drain, name="warc-writer", daemon=True)
@@ -94,6 +97,10 @@ class WarcSink:
             self._queue.put(result)
 
     def _write_now(self, result: FetchResult) -> None:
+        with self._file_lock:
+            self._write_locked(result)
+
+    def _write_locked(self, result: FetchResult) -> None:
         writer = self._open()
         target = result.final_url
         path = "/" + target.partition("://")[2].partition("/")[2]
@@ -136,14 +143,16 @@ class WarcSink:
             self._queue.join()
         if self._error is not None:
             raise OSError(f"Writing WARC records failed: {self._error}") from self._error
-        if self._file is not None:
-            self._file.flush()
+        with self._file_lock:
+            if self._file is not None:
+                self._file.flush()
 
     def close(self) -> None:
         if self._queue is not None and self._thread is not None and self._thread.is_alive():
             self._queue.put(None)
             self._thread.join()
-        self._close_file()
+        with self._file_lock:
+            self._close_file()
 
     def _close_file(self) -> None:
         if self._file is not None:

@@ -11,7 +11,7 @@ import pytest
 from core.crawldir import CrawlDir
 from crawl.frontier import Feedback, Frontier, Lease
 from crawl.seen import SeenUrls
-from crawl.state import CrawlDb, NewUrl, UrlUpdate
+from crawl.state import CrawlDb, NewUrl, Outcome, UrlStatus, UrlUpdate
 
 
 def _frontier(db: CrawlDb, **kw: float) -> Frontier:
@@ -26,7 +26,7 @@ def _add(frontier: Frontier, url: str, priority: float = 0.5) -> bool:
 
 
 def _done(lease: Lease) -> UrlUpdate:
-    return UrlUpdate(lease.url, "done", "indexed", 200, fetched=True, last_fetch=time.time())
+    return UrlUpdate(lease.url, UrlStatus.DONE, Outcome.INDEXED, 200, fetched=True, last_fetch=time.time())
 
 
 @pytest.fixture
@@ -109,7 +109,7 @@ def test_retry_requeues_and_page_budget_stops(db: CrawlDb) -> None:
             seen.append(lease.url)
             if lease.url == "http://h0/" and lease.retries == 0:
                 frontier.finish(
-                    lease, UrlUpdate(lease.url, "pending", "http 503", 503, retries=1), Feedback()
+                    lease, UrlUpdate(lease.url, UrlStatus.PENDING, Outcome.HTTP, 503, retries=1), Feedback()
                 )
             else:
                 frontier.finish(lease, _done(lease), Feedback())

@@ -1,0 +1,135 @@
+"""What one crawl run is made of, built in one place: the crawl database and the frontier
+over it, the seen filter, the dedup index, the document, link and WARC stores, the
+address guard, and the HTTP client with the fetcher on it.
+
+Why one record: the crawl loop uses every part from its first URL to its last, so it
+gets them all at once, already open, rather than creating them as it starts and
+checking each for ``None`` afterwards. And the parts that touch the network can be
+supplied: an ``httpx.AsyncBaseTransport`` (recording, fault-injecting, a proxy) or a
+ready ``httpx.AsyncClient`` goes to the fetcher, a ``Resolver`` to the address guard.
+
+Example::
+
+    parts = CrawlerParts.open(CrawlDir(data), settings, transport=httpx.AsyncHTTPTransport(retries=1))
+    try:
+        ...
+    finally:
+        await parts.aclose()
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import time
+from dataclasses import dataclass
+
+import httpx
+
+from core.crawldir import CrawlDir
+from core.docstore import DocStore
+from core.linkgraph import LinkGraphStore
+from core.settings import CrawlSettings
+from crawl.dedup import NearDupIndex
+from crawl.fetcher import Fetcher, make_client
+from crawl.frontier import Frontier
+from crawl.guard import AddressGuard, DnsCache, Resolver, system_resolver
+from crawl.seen import SeenUrls
+from crawl.state import CrawlDb
+from crawl.warc import WarcSink
+
+logger = logging.getLogger(__name__)
+
+__all__ = ["CrawlerParts"]
+
+
+@dataclass(frozen=True, slots=True)
+class CrawlerParts:
+    """The open collaborators of one crawl run; ``aclose`` releases them."""
+
+    layout: CrawlDir
+    db: CrawlDb
+    seen: SeenUrls
+    frontier: Frontier
+    dedup: NearDupIndex
+    docstore: DocStore
+    links: LinkGraphStore
+    warc: WarcSink
+    guard: AddressGuard
+    client: httpx.AsyncClient
+    fetcher: Fetcher
+    owns_client: bool
+    """False when the caller passed the client in: the caller closes it."""
+
+    @classmethod
+    def open(
+        cls,
+        layout: CrawlDir,
+        settings: CrawlSettings,
+        *,
+        recrawl: bool = False,
+        resolver: Resolver = system_resolver,
+        transport: httpx.AsyncBaseTransport | None = None,
+        client: httpx.AsyncClient | None = None,
+    ) -> CrawlerParts:
+        """Open the crawl directory (creating it) and build every part over it.
+
+        ``recrawl`` first makes the pages whose next fetch is due pending again.
+        ``transport`` goes into the client built here; ``client`` replaces that client.
+        """
+        if transport is not None and client is not None:
+            raise ValueError("Pass a transport or a client, not both: the transport belongs to the client.")
+        s = settings
+        layout.root.mkdir(parents=True, exist_ok=True)
+        with contextlib.ExitStack() as undo:
+            db = CrawlDb(layout.db)
+            undo.callback(db.close)
+            if recrawl:
+                due = db.schedule_recrawl(time.time())
+                logger.info("Recrawl: %d pages due", due)
+            seen = SeenUrls(db)
+            frontier = Frontier.from_settings(s, db, seen, count_existing_pages=not recrawl)
+            dedup = NearDupIndex(s.near_dup_max_distance)
+            for url, text_hash, fingerprint in db.indexed_fingerprints():
+                dedup.add(url, text_hash, fingerprint)
+            warc = WarcSink(layout.warc, max_file_bytes=s.warc_max_file_bytes)
+            undo.callback(warc.close)
+            guard = AddressGuard(
+                DnsCache(resolver), allow_private=s.allow_private, allowed_networks=s.allowed_networks
+            )
+            owns_client = client is None
+            if client is None:
+                # One request in flight per host: a pool smaller than the number of hosts
+                # would close and reopen connections constantly, so size it for many hosts.
+                client = make_client(
+                    timeout_s=s.fetch_timeout_s,
+                    max_connections=max(256, 4 * s.concurrency),
+                    transport=transport,
+                )
+            parts = cls(
+                layout=layout,
+                db=db,
+                seen=seen,
+                frontier=frontier,
+                dedup=dedup,
+                docstore=DocStore(layout.docs),
+                links=LinkGraphStore(layout.links),
+                warc=warc,
+                guard=guard,
+                client=client,
+                fetcher=Fetcher.from_settings(s, client, guard),
+                owns_client=owns_client,
+            )
+            undo.pop_all()
+        return parts
+
+    async def aclose(self) -> None:
+        """Close the WARC sink, the database and (when built here) the client."""
+        try:
+            self.warc.close()
+        finally:
+            try:
+                self.db.close()
+            finally:
+                if self.owns_client:
+                    await self.client.aclose()

@@ -1,0 +1,60 @@
+"""The crawl database: typed outcomes stored as their historical texts, per-host activity."""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+
+from core.crawldir import CrawlDir
+from crawl.host_health import host_health
+from crawl.state import CrawlDb, HostState, NewUrl, Outcome, UrlStatus, UrlUpdate
+
+
+def _crawl_db(root: Path) -> None:
+    now = time.time()
+    db = CrawlDb(CrawlDir(root).db)
+    inserts = [NewUrl(f"http://a/{i}", "a", 1, 0.5) for i in range(6)]
+    inserts.append(NewUrl("http://b/", "b", 0, 1.0, status=UrlStatus.BLOCKED, outcome=Outcome.BLOCKED))
+    db.apply(inserts=inserts, leases=[], updates=[], hosts=[HostState("a", now + 5, 2.0, 3)], now=now)
+    done, failed, pending = UrlStatus.DONE, UrlStatus.FAILED, UrlStatus.PENDING
+    updates = [
+        UrlUpdate("http://a/0", done, Outcome.INDEXED, 200, fetched=True, elapsed_s=0.2, content_hash="h"),
+        UrlUpdate("http://a/1", failed, Outcome.HTTP, 503, fetched=True, elapsed_s=0.4),
+        UrlUpdate("http://a/2", done, Outcome.HTTP, 404, fetched=True, elapsed_s=0.1),
+        UrlUpdate("http://a/3", pending, Outcome.ERROR, detail="connect: ConnectError", retries=1),
+        UrlUpdate(
+            "http://a/4", done, Outcome.DUPLICATE, 200, detail="near", dup_of="http://a/0", fetched=True
+        ),
+        UrlUpdate("http://a/5", UrlStatus.BLOCKED, Outcome.BLOCKED, detail="robots.txt"),
+    ]
+    db.apply(inserts=[], leases=[], updates=updates, hosts=[], now=now)
+    db.close()
+
+
+def test_outcomes_are_stored_as_the_texts_older_databases_hold(tmp_path: Path) -> None:
+    _crawl_db(tmp_path)
+    db = CrawlDb(CrawlDir(tmp_path).db)
+    try:
+        assert db.status_counts() == {
+            "blocked:blocked": 1,
+            "blocked:blocked: robots.txt": 1,
+            "done:duplicate (near)": 1,
+            "done:http 404": 1,
+            "done:indexed": 1,
+            "failed:http 503": 1,
+            "pending:error: connect: ConnectError": 1,
+        }
+        assert db.duplicate_counts() == {"http://a/0": 1}
+        assert [url for url, _, _ in db.indexed_fingerprints()] == ["http://a/0"]
+    finally:
+        db.close()
+
+
+def test_host_health_reads_the_activity_of_each_host(tmp_path: Path) -> None:
+    assert host_health(tmp_path) == []
+    _crawl_db(tmp_path)
+    a, b = host_health(tmp_path)
+    assert (a.host, a.done, a.pending, a.failed, a.blocked, a.http_4xx, a.http_5xx) == ("a", 3, 1, 1, 1, 1, 1)
+    assert (a.errors, a.backoff_s, a.fetches, a.mean_response_ms) == (3, 2.0, 5, 140.0)
+    assert 4.0 < a.next_allowed_in_s <= 5.0
+    assert (b.host, b.blocked, b.pending, b.fetches) == ("b", 1, 0, 0)
