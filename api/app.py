@@ -53,8 +53,10 @@ def _attach_encoder(settings: Settings, service: SearchService) -> None:
         return
     from retrieval.embed import Embedder
 
-    # serving=True: one torch thread (two threads fight uvicorn and BLAS on 2 cores: 10× p99).
-    embedder = Embedder.from_settings(settings.embed, serving=True)
+    # serving=True: one encoder thread (two threads fight uvicorn and BLAS on 2 cores: 10× p99).
+    # for_model_id: queries are encoded by the variant (torch / ONNX int8) that made the vectors.
+    vectors = service.generation.vector_model
+    embedder = Embedder.from_settings(settings.embed, serving=True, for_model_id=vectors)
     service.encoder = embedder.encode_query
     service.encoder_model = embedder.model_id
     if embedder.model_id != service.generation.vector_model:
