@@ -36,9 +36,12 @@ from retrieval.cache import TtlLruCache
 from retrieval.cursor import Cursor
 from retrieval.generation import Generation, GenerationSet
 from retrieval.hybrid import Candidate
+from retrieval.layout import vocabulary_file
 from retrieval.lexical import StoredDoc
 from retrieval.ranking import Bm25Stage, ConvexStage, RankContext, RankStage, RrfStage
 from retrieval.snippets import SnippetMatcher, make_snippet
+from retrieval.spelling import SpellerCache
+from retrieval.synonyms import Synonyms
 from retrieval.tokenizer import analyze
 
 logger = logging.getLogger(__name__)
@@ -107,6 +110,12 @@ class SearchService:
         self.stages.update(stages or {})
         self.cache: TtlLruCache[SearchResponse] = TtlLruCache(settings.cache_entries, settings.cache_ttl_s)
         generations.listeners.append(lambda _gen: self.cache.clear())
+        self.spellers = SpellerCache(
+            keep=settings.keep_generations + 1,
+            known_df=settings.spell_known_df,
+            max_distance=settings.spell_max_distance,
+        )
+        self.synonyms = Synonyms.load(settings.synonyms_file) if settings.synonyms_file else None
 
     @classmethod
     def open(
@@ -204,7 +213,8 @@ class SearchService:
             updates["lang"] = normalize_lang(lang)
         if filetype:
             updates["filetype"] = normalize_filetype(filetype)
-        return dataclasses.replace(query, **updates) if updates else query
+        query = dataclasses.replace(query, **updates) if updates else query
+        return self.synonyms.expand(query) if self.synonyms is not None else query
 
     # -- ranking ----------------------------------------------------------------------
 
@@ -302,6 +312,56 @@ class SearchService:
     # -- the request ------------------------------------------------------------------
 
     def search(
+        self,
+        raw: str | None,
+        *,
+        page: int | None = None,
+        size: int | None = None,
+        ranker: str | None = None,
+        cursor: str | None = None,
+        explain: bool = False,
+        site: str | None = None,
+        lang: str | None = None,
+        filetype: str | None = None,
+        spell: bool = True,
+    ) -> SearchResponse:
+        """One page of results, with a spelling suggestion or a rewrite (``spell=False``: neither).
+
+        A query with a misspelt word gets ``suggestion``; when it also finds fewer than
+        ``spell_rewrite_below`` results and the correction finds more, the correction's
+        results are served instead, with ``rewritten_from`` naming what was typed. A
+        cursor continues whatever query it was made for, so it is never corrected.
+        """
+
+        def run(text: str | None) -> SearchResponse:
+            return self._search(
+                text,
+                page=page,
+                size=size,
+                ranker=ranker,
+                cursor=cursor,
+                explain=explain,
+                site=site,
+                lang=lang,
+                filetype=filetype,
+            )
+
+        response = run(raw)
+        if cursor or raw is None or not (spell and self.settings.spelling):
+            return response
+        generation = self.generations.get(response.generation)
+        speller = self.spellers.get(generation.id, vocabulary_file(generation.path)) if generation else None
+        suggestion = speller.suggest(raw) if speller is not None else None
+        if suggestion is None:
+            return response
+        if response.total < self.settings.spell_rewrite_below:
+            rewritten = run(suggestion)
+            if rewritten.total > response.total:
+                took = response.took_ms + rewritten.took_ms
+                return dataclasses.replace(rewritten, rewritten_from=raw, took_ms=took)
+        return dataclasses.replace(response, suggestion=suggestion)
+
+    def _search(
         self,
         raw: str | None,
         *,
