@@ -54,6 +54,12 @@ class SearchResponseModel(BaseModel):
     next_cursor: str | None = Field(description="Pass as cursor= for the next page (deep paging).")
     cached: bool
     timings_ms: dict[str, float]
+    suggestion: str | None = Field(None, description='A spelling correction to offer ("Did you mean …?").')
+    rewritten_from: str | None = Field(
+        None,
+        description="The query as typed, when too few results made these its spelling correction's "
+        "results (query holds the correction; repeat with spell=false for the original).",
+    )
     results: list[HitModel]
 
     @classmethod
@@ -82,6 +88,8 @@ class SearchResponseModel(BaseModel):
             next_cursor=response.next_cursor,
             cached=response.cached,
             timings_ms={k: round(v, 3) for k, v in response.timings_ms.items()},
+            suggestion=response.suggestion,
+            rewritten_from=response.rewritten_from,
             results=[HitModel.from_domain(h) for h in response.hits],
         )
 

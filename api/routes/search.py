@@ -15,7 +15,9 @@ from core.types import SearchResponse
 
 router = APIRouter()
 
-SEARCH_PARAMS = frozenset({"q", "page", "size", "site", "lang", "filetype", "ranker", "explain", "cursor"})
+SEARCH_PARAMS = frozenset(
+    {"q", "page", "size", "site", "lang", "filetype", "ranker", "explain", "cursor", "spell"}
+)
 
 
 def record_search(response: SearchResponse) -> None:
@@ -76,6 +78,9 @@ def search(
     cursor: Annotated[
         str | None, Query(max_length=8192, description="next_cursor of a previous response.")
     ] = None,
+    spell: Annotated[
+        bool, Query(description="Spelling suggestions and rewrites; false: search exactly what was typed.")
+    ] = True,
 ) -> Response:
     """Search the serving generation. Plain ``def``: ranking may encode the query with a model
     (CPU work), so it runs in the thread pool instead of blocking the event loop."""
@@ -94,6 +99,7 @@ def search(
             site=site,
             lang=lang,
             filetype=filetype,
+            spell=spell,
         ),
         forced_ranker=ranker,  # an explicit ?ranker= is logged outside any experiment
     )

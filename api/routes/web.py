@@ -108,8 +108,10 @@ def search_page(
     service: SearchDep,
     query: PageQueryDep,
     page: Annotated[str, Query(max_length=10)] = "1",
+    spell: Annotated[str, Query(max_length=5)] = "",
 ) -> HTMLResponse:
     q = query.q
+    spelling = spell != "0"  # spell=0: "Search instead for" the query exactly as typed
     context: dict[str, Any] = {
         "q": q,
         "results": [],
@@ -129,6 +131,7 @@ def search_page(
                     page=_as_int(page, 0),
                     size=service.settings.default_page_size,
                     ranker=chosen,
+                    spell=spelling,
                     **query.search_filters,
                 ),
                 forced_ranker=query.ranker or None,
@@ -142,7 +145,10 @@ def search_page(
             kept = query.kept
 
             def page_url(n: int) -> str:
-                return "/?" + urlencode({"q": q, **kept, "page": n})
+                return "/?" + urlencode({"q": q, **kept, "page": n, **({} if spelling else {"spell": "0"})})
+
+            def search_url(text: str | None, **extra: str) -> str | None:
+                return "/?" + urlencode({"q": text, **kept, **extra}) if text else None
 
             context.update(
                 response=response,
@@ -160,6 +166,8 @@ def search_page(
                 prev_url=page_url(response.page - 1) if response.page > 1 else None,
                 next_url=page_url(response.page + 1) if response.page < pages else None,
                 pages=pages,
+                suggestion_url=search_url(response.suggestion),
+                original_url=search_url(response.rewritten_from, spell="0"),
             )
     page_response = templates.TemplateResponse(request, "search.html", context, status_code=status)
     if outcome is not None:
