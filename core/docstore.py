@@ -23,7 +23,6 @@ from __future__ import annotations
 
 import json
 import logging
-import os
 import re
 from collections.abc import Collection, Iterable, Iterator, Sequence
 from dataclasses import fields
@@ -32,6 +31,7 @@ from typing import Any
 
 import polars as pl
 
+from core.atomic import write_text, write_with
 from core.types import DocId, Document
 
 logger = logging.getLogger(__name__)
@@ -69,23 +69,6 @@ then loads one columnar library instead of two (~60 MB less resident memory)."""
 _FIELD_NAMES = tuple(f.name for f in fields(Document))
 _TUPLE_FIELDS = frozenset({"headings", "anchors", "outlinks"})
 assert set(_FIELD_NAMES) == set(DOCUMENT_SCHEMA), "Document and DOCUMENT_SCHEMA disagree"
-
-
-def _write_atomically(path: Path, data: bytes) -> None:
-    tmp = path.with_name(f".{path.name}.tmp-{os.getpid()}")
-    with open(tmp, "wb") as handle:
-        handle.write(data)
-        handle.flush()
-        os.fsync(handle.fileno())
-    os.replace(tmp, path)
-
-
-def _write_parquet_atomically(frame: pl.DataFrame, path: Path) -> None:
-    tmp = path.with_name(f".{path.name}.tmp-{os.getpid()}")
-    frame.write_parquet(tmp, compression="zstd")
-    with open(tmp, "rb+") as handle:
-        os.fsync(handle.fileno())
-    os.replace(tmp, path)
 
 
 class DocStore:
@@ -135,11 +118,11 @@ class DocStore:
         self.root.mkdir(parents=True, exist_ok=True)
         frame = pl.DataFrame(columns, schema=DOCUMENT_SCHEMA)
         name = self._next_segment_name()
-        _write_parquet_atomically(frame, self.root / name)
+        write_with(self.root / name, lambda tmp: frame.write_parquet(tmp, compression="zstd"))
         entries = self._manifest_entries()
         entries.append({"name": name, "rows": count})
         manifest = {"format": _FORMAT, "segments": entries}
-        _write_atomically(self._manifest_path(), json.dumps(manifest, indent=1).encode())
+        write_text(self._manifest_path(), json.dumps(manifest, indent=1))
         logger.info("Docstore segment %s written (%d documents)", name, count)
         return name
 

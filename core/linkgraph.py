@@ -3,7 +3,8 @@
 PageRank and anchor text are batch jobs over the whole graph, so edges are written in
 columnar files the crawler appends and Polars reads in one scan. URLs are canonical
 (``crawl.urls.canonicalize_url``), the same strings as ``Document.url``. Files are
-written to a temporary name and renamed, so a reader never sees a partial file.
+written to a temporary name and renamed (``core.atomic``), so a reader never sees a
+partial file.
 
 Example::
 
@@ -15,13 +16,14 @@ Example::
 from __future__ import annotations
 
 import logging
-import os
 import re
 from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 
 import polars as pl
+
+from core.atomic import write_with
 
 logger = logging.getLogger(__name__)
 
@@ -65,10 +67,8 @@ class LinkGraphStore:
         existing = self.files()
         serial = int(_EDGES.match(existing[-1].name).group(1)) + 1 if existing else 1  # type: ignore[union-attr]
         name = f"edges-{serial:06d}.parquet"
-        tmp = self.root / f".{name}.tmp-{os.getpid()}"
         frame = pl.DataFrame({"src_url": src, "dst_url": dst, "anchor_text": text}, schema=EDGE_SCHEMA)
-        frame.write_parquet(tmp, compression="zstd")
-        os.replace(tmp, self.root / name)
+        write_with(self.root / name, lambda tmp: frame.write_parquet(tmp, compression="zstd"))
         return name
 
     def read_edges(self) -> pl.DataFrame:

@@ -7,7 +7,8 @@ clock value freshness was computed with, so ``training.features.frame_from_logs`
 join rows with judgments or clicks, and a test can recompute them exactly.
 
 Rows are buffered and written as Parquet parts (``features-<time>-<n>.parquet``),
-each written under a temporary name and renamed, so readers never see half a file.
+each written under a temporary name and renamed (``core.atomic``), so readers never
+see half a file.
 """
 
 from __future__ import annotations
@@ -25,6 +26,7 @@ import numpy as np
 import polars as pl
 from numpy.typing import NDArray
 
+from core.atomic import write_with
 from core.types import DocId, Query
 from rerank.features import SCHEMA
 
@@ -132,9 +134,7 @@ class FeatureLogger:
         frame = pl.DataFrame(rows, schema=schema)
         self.directory.mkdir(parents=True, exist_ok=True)
         path = self.directory / f"features-{int(time.time() * 1000)}-{part:06d}.parquet"
-        tmp = path.with_suffix(".parquet.tmp")
-        frame.write_parquet(tmp)
-        tmp.replace(path)
+        write_with(path, frame.write_parquet)
         logger.info("feature log: wrote %d rows to %s", frame.height, path)
         return path
 
