@@ -44,6 +44,8 @@ class SearchSettings(BaseModel):
     """``auto``: ltr when a model is loaded, else hybrid-rrf when the generation has vectors, else bm25."""
     hybrid_weight: float = Field(0.5, ge=0, le=1)
     """Weight of the cosine in the convex hybrid: the median of the cross-validated fold weights."""
+    rrf_k: int = Field(60, ge=1)
+    """k of reciprocal rank fusion (``hybrid-rrf``), read by serving and by the evaluation harness."""
     use_vectors: bool = True
     deadline_s: float = Field(1.0, gt=0)
     hedge: bool = True
@@ -94,7 +96,6 @@ class EmbedSettings(BaseModel):
     (idle: ~8 ms either way)."""
     vector_k: int = Field(100, ge=1)
     """Vector candidates per shard for hybrid recall (lexical gets the same depth)."""
-    rrf_k: int = Field(60, ge=1)
     backfill_chunk_docs: int = Field(256, ge=1)
     """Documents per backfill chunk: the unit of work lost when a job is killed."""
 

@@ -41,7 +41,7 @@ import scipy.sparse as sp
 from numpy.typing import NDArray
 
 from core.types import DocId, Query
-from retrieval.hybrid import Candidate
+from retrieval.hybrid import Candidate, rrf_score
 from retrieval.lexical import TEXT_FIELDS, StoredDoc
 from retrieval.tokenizer import ENGLISH_STOPWORDS, MAX_TOKEN_CHARS, analyze, stem
 
@@ -86,6 +86,8 @@ INDEX: dict[str, int] = {name: i for i, name in enumerate(SCHEMA)}
 PRF_DEPTHS: tuple[int, ...] = (5, 10, 20)
 """First-stage (RRF) top documents whose centroid the ``prf_top<n>`` features compare with."""
 RRF_K = 60
+"""k of the ``rrf`` feature: part of the schema (a trained model saw this k), so it does not
+follow the serving knob ``search.rrf_k``."""
 FieldTokens = dict[str, list[str]]
 
 _ASCII_WORD = re.compile(r"[a-z0-9]+")
@@ -294,12 +296,7 @@ def _retrieval_features(candidates: Sequence[Candidate], out: NDArray[np.float64
     for i, c in enumerate(candidates):
         out[i, INDEX["lexical_rank"]] = np.nan if c.lexical_rank is None else c.lexical_rank
         out[i, INDEX["vector_rank"]] = np.nan if c.vector_rank is None else c.vector_rank
-        rrf = 0.0
-        if c.lexical_rank is not None:
-            rrf += 1.0 / (RRF_K + c.lexical_rank)
-        if c.vector_rank is not None:
-            rrf += 1.0 / (RRF_K + c.vector_rank)
-        out[i, INDEX["rrf"]] = rrf
+        out[i, INDEX["rrf"]] = rrf_score(c, k=RRF_K)
 
 
 def _ratio_to_best(values: NDArray[np.float64]) -> NDArray[np.float64]:

@@ -9,8 +9,9 @@ the lexical shard's own filter query, so both lists obey the same rules.
 
 Fusion baselines:
 
-- :func:`rrf` — reciprocal rank fusion, ``sum 1 / (k + rank)`` with k = 60 (Cormack et
-  al. 2009): needs no score calibration.
+- :func:`rrf` — reciprocal rank fusion, ``sum 1 / (k + rank)`` (Cormack et al. 2009):
+  needs no score calibration. ``k`` is the setting ``search.rrf_k`` (60), which serving
+  and the evaluation harness both read.
 - :func:`convex` — ``w * cos' + (1 - w) * bm25'`` with each score min-max normalized over
   the candidates that have it (absent = 0); ``w`` is chosen on held-out folds.
 """
@@ -229,22 +230,24 @@ def _ranked(scores: dict[DocId, float]) -> list[ScoredDoc]:
     return [ScoredDoc(d, s) for d, s in sorted(scores.items(), key=lambda item: (-item[1], item[0]))]
 
 
-def rrf(candidates: Iterable[Candidate], *, k: int = 60) -> list[ScoredDoc]:
-    """Reciprocal rank fusion: ``sum over lists of 1 / (k + rank)``; best first.
+def rrf_score(candidate: Candidate, *, k: int) -> float:
+    """``sum over lists of 1 / (k + rank)``; a list the candidate is not in adds nothing."""
+    score = 0.0
+    if candidate.lexical_rank is not None:
+        score += 1.0 / (k + candidate.lexical_rank)
+    if candidate.vector_rank is not None:
+        score += 1.0 / (k + candidate.vector_rank)
+    return score
+
+
+def rrf(candidates: Iterable[Candidate], *, k: int) -> list[ScoredDoc]:
+    """Reciprocal rank fusion (:func:`rrf_score`) of the candidates; best first.
 
     >>> c = [Candidate(DocId(1), 0, 3.0, None, 1, None), Candidate(DocId(2), 0, 1.0, 0.9, 2, 1)]
-    >>> [h.doc_id for h in rrf(c)]
+    >>> [h.doc_id for h in rrf(c, k=60)]
     [2, 1]
     """
-    scores: dict[DocId, float] = {}
-    for c in candidates:
-        score = 0.0
-        if c.lexical_rank is not None:
-            score += 1.0 / (k + c.lexical_rank)
-        if c.vector_rank is not None:
-            score += 1.0 / (k + c.vector_rank)
-        scores[c.doc_id] = score
-    return _ranked(scores)
+    return _ranked({c.doc_id: rrf_score(c, k=k) for c in candidates})
 
 
 def _min_max(values: dict[DocId, float]) -> dict[DocId, float]:

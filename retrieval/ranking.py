@@ -65,7 +65,7 @@ class RrfStage:
     needs_vector = True
     with_fields = False
 
-    def __init__(self, k: int = 60) -> None:
+    def __init__(self, k: int) -> None:
         self.k = k
 
     def rank(

@@ -104,7 +104,7 @@ class SearchService:
         self.encoder_model = encoder_model
         self.stages: dict[str, RankStage] = {
             "bm25": Bm25Stage(),
-            "hybrid-rrf": RrfStage(),
+            "hybrid-rrf": RrfStage(settings.rrf_k),
             "hybrid": ConvexStage(settings.hybrid_weight),
         }
         self.stages.update(stages or {})

@@ -112,12 +112,12 @@ class _HybridBase(_DenseBase):
 
 
 class HybridRrfRanker(_HybridBase):
-    """RRF (k=60) of lexical top-100 and vector top-100."""
+    """RRF (k = ``search.rrf_k``, as served) of lexical top-100 and vector top-100."""
 
     name = "hybrid-rrf"
 
     def run(self, queries: Mapping[str, Query], k: int) -> dict[str, list[ScoredDoc]]:
-        rrf_k = self.context.settings.embed.rrf_k
+        rrf_k = self.context.settings.search.rrf_k
         return {qid: rrf(c, k=rrf_k)[:k] for qid, c in self._candidates(queries).items()}
 
 
