@@ -8,10 +8,10 @@ process serves the published generation of its index root and follows ``CURRENT`
 
 from __future__ import annotations
 
-import asyncio
 import dataclasses
 import logging
 import threading
+import time
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -145,6 +145,10 @@ def create_shard_app(
 ) -> FastAPI:
     """The app of one shard process.
 
+    Endpoints that touch the shard are plain ``def`` (FastAPI runs them in its thread
+    pool): Tantivy and hnswlib calls block, and on the event loop one slow query would
+    stall every other request of the process (docs/DECISIONS.md, 8).
+
     ``delay_s`` slows every answer; with ``allow_faults`` the delay can be changed at run
     time through ``POST /shard/fault`` (fault drills and tests; off in production).
     """
@@ -152,9 +156,9 @@ def create_shard_app(
     app = FastAPI(title=f"Trawl shard {shard}", version="0.1.0")
     fault = {"delay_s": delay_s}
 
-    async def _delay() -> None:
+    def _delay() -> None:
         if fault["delay_s"] > 0:
-            await asyncio.sleep(fault["delay_s"])
+            time.sleep(fault["delay_s"])
 
     if allow_faults:
 
@@ -164,7 +168,7 @@ def create_shard_app(
             return {"delay_ms": fault["delay_s"] * 1000}
 
     @app.get("/shard/info")
-    async def info() -> dict[str, Any]:
+    def info() -> dict[str, Any]:
         local = holder.get()
         return {
             "shard_id": shard,
@@ -174,14 +178,14 @@ def create_shard_app(
         }
 
     @app.post("/shard/doc_freqs")
-    async def doc_freqs(body: DocFreqsBody) -> dict[str, Any]:
-        await _delay()
+    def doc_freqs(body: DocFreqsBody) -> dict[str, Any]:
+        _delay()
         freqs = holder.get().doc_freqs(query_from_wire(body.query))
         return {"df": [[f, t, n] for (f, t), n in freqs.items()]}
 
     @app.post("/shard/candidates")
-    async def candidates(body: CandidatesBody) -> dict[str, Any]:
-        await _delay()
+    def candidates(body: CandidatesBody) -> dict[str, Any]:
+        _delay()
         stats = None
         if body.stats_num_docs is not None:
             stats = CorpusStats(body.stats_num_docs, {(f, t): n for f, t, n in body.stats_df})
@@ -203,7 +207,7 @@ def create_shard_app(
         }
 
     @app.post("/shard/fetch")
-    async def fetch(body: FetchBody) -> dict[str, Any]:
+    def fetch(body: FetchBody) -> dict[str, Any]:
         docs = holder.get().fetch([DocId(int(d)) for d in body.doc_ids])
         return {"docs": [dataclasses.asdict(d) | {"doc_id": str(int(d.doc_id))} for d in docs.values()]}
 
