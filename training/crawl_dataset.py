@@ -22,9 +22,11 @@ Rules against triviality and leakage:
 - dropped as queries: anchor words that name no page (``STOP_TEXTS``: "here", "next",
   "previous", "¶", "index", "modules", …), URLs and file names, text without a letter
   (footnote marks "[1]", numbers, punctuation), one character, more than
-  ``MAX_QUERY_WORDS`` words;
+  ``MAX_QUERY_WORDS`` words, fully parenthesised index fragments ("(in module os)"),
+  and the site's own name (the detected suffix without its separator);
 - navigation boilerplate: an anchor text found on at least ``BOILERPLATE_SHARE`` of
-  the linking pages (menus, breadcrumbs, footers) is no evidence for its target;
+  the linking pages and on ``BOILERPLATE_MIN_SOURCES`` at least (menus, breadcrumbs,
+  footers) is no evidence for its target;
   a heading on more than ``MAX_TARGETS`` pages ("Examples") is no evidence either;
 - a page's first heading that repeats its title is its title, not a section;
 - at most ``max_per_page`` queries per primary target page (titles first, then anchors
@@ -37,7 +39,9 @@ Rules against triviality and leakage:
   from those sources; otherwise the query is found by its own anchor;
 - folds split by target page: judged pages that share a query are joined into one
   group (union-find) and the group's fold is a seeded hash of its smallest URL, so no
-  page is judged in two folds (``folds.tsv``).
+  page is judged in two folds (``folds.tsv``); a multi-target query that would tie
+  more than ``MAX_GROUP`` pages together is dropped, or chains of shared anchor texts
+  would put half a site in one fold.
 
 Everything is judged in ``qrels/test.tsv``: Trawl's cross-validation (``training.
 train_ltr``) partitions one judged set into folds instead of reading fixed train/dev
