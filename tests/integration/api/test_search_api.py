@@ -182,7 +182,7 @@ def test_search_page_renders_results_and_paging(client: httpx.Client) -> None:
 def test_openapi_documents_search(client: httpx.Client) -> None:
     spec = client.get("/openapi.json").json()
     params = {p["name"] for p in spec["paths"]["/v1/search"]["get"]["parameters"]}
-    assert params == {"q", "page", "size", "site", "lang", "filetype", "ranker", "explain", "cursor"}
+    assert params == {"q", "page", "size", "site", "lang", "filetype", "ranker", "explain", "cursor", "spell"}
 
 
 def test_second_identical_query_is_served_from_cache(client: httpx.Client) -> None:
