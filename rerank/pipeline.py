@@ -13,7 +13,8 @@ from pathlib import Path
 
 from core.settings import Settings
 from rerank.feature_log import FeatureLogger
-from rerank.ltr import CARD_FILE, LtrModel, LtrStage
+from rerank.ltr import LtrModel, LtrStage
+from rerank.model_card import CARD_FILE
 from retrieval.ranking import RankStage
 
 logger = logging.getLogger(__name__)
