@@ -4,7 +4,7 @@ Embedding is the dominant cost of indexing (tens of documents per second per CPU
 the job must survive being killed and must never redo finished work:
 
 - Documents are embedded in chunks of ``chunk_docs``. A chunk is written as ``.npy``
-  files (fsynced, renamed into place), then named in ``checkpoint.json`` (also renamed
+  files (fsynced, renamed into place), then named in the checkpoint (also renamed
   into place). The checkpoint is the commit point: files of a chunk it does not name
   are leftovers of a killed run and are deleted on the next start.
 - A document needs embedding when no committed chunk holds it with the same content

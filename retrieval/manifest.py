@@ -2,7 +2,7 @@
 
 One generation ties together everything a query touches: the shard indexes, the
 embedding model that made their vectors, the LTR model and the reranker (its
-``manifest.json``, read as an :class:`IndexManifest`, names them). Paths are named in
+manifest, read as an :class:`IndexManifest`, names them). Paths are named in
 :mod:`retrieval.layout`.
 
 A generation directory appears by ``rename`` only once complete (it is staged under a

@@ -1,7 +1,7 @@
 """hnswlib vector shard: passage vectors in, document-level cosine top-k out.
 
 One shard holds the passage vectors of one document partition, for one embedding
-model. Labels inside hnswlib are row numbers (0, 1, 2, …); the id map (``labels.npy``)
+model. Labels inside hnswlib are row numbers (0, 1, 2, …); the id map
 maps each to its document (``-1`` once deleted), so a long document may own several
 rows and scores as its best passage. Vectors are normalized, so the ``ip`` space is
 cosine.
