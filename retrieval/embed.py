@@ -13,15 +13,17 @@ Why it looks like this:
   when a self-check on :data:`CALIBRATION_TEXTS` agrees with torch fp32 (cosine mean
   >= .99, min >= .95); otherwise, or when onnxruntime is missing or the export fails,
   torch is used and the reason logged.
-- With torch, on CPUs with AVX-512 BF16 or AMX, bf16 autocast is ~2.8x faster with cosine 0.9999
-  to fp32 (``PERFORMANCE.md``). It is used only when the CPU has the flags *and* a
+- With torch, on CPUs with AVX-512 BF16 or AMX, bf16 autocast is ~2.8x faster with
+  cosine 0.9999 to fp32 (``PERFORMANCE.md``). It is used only when the CPU has the flags *and* a
   calibration set agrees with fp32 at cosine >= 0.999; otherwise fp32.
 - Vectors are normalized here, in float32, so inner product is cosine.
 - ``model_id`` (name + hash of the weights, + ``+onnx-int8`` for the int8 model) goes
   with every vector set: vectors from different weights or variants must never be
   mixed in one index. Torch fp32 and bf16 share one id: their vectors agree at cosine
-  .9999 (bf16 is accepted only at >= .999 on every calibration text), closer than
-  two torch versions, while int8 sits at .994 mean / .970 min and gets its own id.
+  .9999 (bf16 is accepted only at >= .999 on every calibration text), so a query of
+  either finds the same neighbours; int8 sits at .994 mean / .970 min and gets its own
+  id. (An int8 vector also moves a little with its batch company, cosine >= .98:
+  activation scales are per batch.)
   A process serving an index encodes queries with the index's variant
   (``Embedder.from_settings(..., for_model_id=...)``).
 """
