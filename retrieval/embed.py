@@ -22,8 +22,8 @@ Why it looks like this:
   mixed in one index. Torch fp32 and bf16 share one id: their vectors agree at cosine
   .9999 (bf16 is accepted only at >= .999 on every calibration text), so a query of
   either finds the same neighbours; int8 sits at .994 mean / .970 min and gets its own
-  id. (An int8 vector also moves a little with its batch company, cosine >= .98:
-  activation scales are per batch.)
+  id. The int8 model encodes one text per call by default (``onnx_batch_size``): its
+  activation scales are per call, so in a batch a vector would depend on its company.
   A process serving an index encodes queries with the index's variant
   (``Embedder.from_settings(..., for_model_id=...)``).
 """
@@ -214,6 +214,7 @@ class Embedder:
         torch_threads: int | None = None,
         backend: Backend = "auto",
         onnx_cache_dir: Path | None = None,
+        onnx_batch_size: int = 1,
         onnx_min_mean_cosine: float = 0.99,
         onnx_min_cosine: float = 0.95,
     ) -> None:
@@ -226,6 +227,7 @@ class Embedder:
         self.passage_words = passage_words
         self.passage_stride = passage_stride
         self._threads = torch_threads if torch_threads is not None else _all_cpus()
+        self._onnx_batch_size = onnx_batch_size
         self._torch_model: Any = None
         self._cache: OrderedDict[str, Vector] = OrderedDict()
         self._cache_size = query_cache_size
@@ -292,6 +294,7 @@ class Embedder:
             "precision": s.precision,
             "torch_threads": s.serve_torch_threads if serving else s.torch_threads,
             "onnx_cache_dir": s.onnx_cache_dir,
+            "onnx_batch_size": s.onnx_batch_size,
             "onnx_min_mean_cosine": s.onnx_min_mean_cosine,
             "onnx_min_cosine": s.onnx_min_cosine,
         }
@@ -338,7 +341,7 @@ class Embedder:
                 directory,
                 self.model_path,
                 max_seq_length=self.max_seq_length,
-                batch_size=self.batch_size,
+                batch_size=self._onnx_batch_size,
                 threads=self._threads,
             )
         except ModelLoadError as exc:

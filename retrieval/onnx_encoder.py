@@ -18,10 +18,13 @@ Why it looks like this:
 - Tokenization uses the packaged ``tokenizer.json`` through ``tokenizers`` (what the
   sentence-transformers tokenizer wraps) with the same ``max_seq_length`` truncation;
   mean pooling over the attention mask and L2 normalisation match sentence-transformers.
-- A batch is sorted by token length before padding, so short passages do not pay for
-  the longest one in the batch; the caller gets rows back in its own order.
+- Texts go to ONNX Runtime ``batch_size`` at a time (one by default: measured as fast
+  as 2-8 and 1.6x faster than 32 on 2 cores, and only then is a text's vector
+  independent of its batch company, because dynamic int8 quantizes activations with
+  one scale per call). A batch is sorted by token length before padding, so short
+  passages do not pay for the longest one; the caller gets rows back in its own order.
 - The agreement with torch fp32 on a fixed sample (:class:`SelfCheck`) is stored next to
-  the model, keyed by the sample, ``max_seq_length`` and the onnxruntime version, so
+  the model, keyed by the sample, ``max_seq_length``, the batch size and the onnxruntime version, so
   it runs once per weights hash, not at every start.
 """
 
@@ -53,7 +56,8 @@ RECIPE = 1
 """Version of the export + quantization recipe: a cached model of another recipe is rebuilt."""
 MODEL_FILE = "model.int8.onnx"
 EXPORT_FILE = "export.json"
-CHECK_FILE = "selfcheck.json"
+CHECK_PREFIX = "selfcheck-"
+"""Self-check verdicts are ``selfcheck-<check_key>.json``: one per sample and configuration."""
 _INPUTS = ("input_ids", "attention_mask", "token_type_ids")
 
 Vector = NDArray[np.float32]
@@ -265,12 +269,12 @@ class SelfCheck:
         return None
 
 
-def check_key(texts: Sequence[str], max_seq_length: int) -> str:
-    """What a stored self-check was measured on: the sample, truncation and runtime version."""
+def check_key(texts: Sequence[str], max_seq_length: int, batch_size: int) -> str:
+    """What a stored self-check was measured on: the sample, truncation, batching and runtime version."""
     import onnxruntime
 
     h = hashlib.blake2b(digest_size=8)
-    h.update(f"{RECIPE}|{max_seq_length}|{onnxruntime.__version__}".encode())
+    h.update(f"{RECIPE}|{max_seq_length}|{batch_size}|{onnxruntime.__version__}".encode())
     for text in texts:
         h.update(b"\0" + text.encode("utf-8"))
     return h.hexdigest()
@@ -284,12 +288,10 @@ def self_check(
     ``reference`` encodes texts with torch fp32; it is called only when no stored check
     matches, so a start with a cached verdict never loads torch.
     """
-    key = check_key(texts, encoder.max_seq_length)
-    path = encoder.model_dir / CHECK_FILE
+    key = check_key(texts, encoder.max_seq_length, encoder.batch_size)
+    path = encoder.model_dir / f"{CHECK_PREFIX}{key}.json"
     try:
-        stored = SelfCheck(**json.loads(path.read_text()))
-        if stored.key == key:
-            return stored
+        return SelfCheck(**json.loads(path.read_text()))
     except (OSError, ValueError, TypeError):
         pass
     cosines = np.sum(encoder.encode(texts) * reference(list(texts)), axis=1)

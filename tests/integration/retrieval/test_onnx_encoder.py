@@ -17,7 +17,7 @@ import pytest
 from core.errors import ModelLoadError
 from core.settings import EmbedSettings
 from retrieval.embed import Embedder, variant_of
-from retrieval.onnx_encoder import CHECK_FILE, EXPORT_FILE, MODEL_FILE
+from retrieval.onnx_encoder import CHECK_PREFIX, EXPORT_FILE, MODEL_FILE
 from training.datasets import BeirDataset
 
 pytestmark = pytest.mark.slow  # one real export + quantization (~15 s idle), torch loaded beside it
@@ -65,24 +65,37 @@ def test_int8_vectors_agree_with_torch_fp32(int8: Embedder, fp32: Embedder, real
     assert int8.encode([]).shape == (0, 384)
 
 
-def test_a_shuffled_batch_gives_each_text_its_own_vector(int8: Embedder, real_texts: list[str]) -> None:
+def test_a_text_gets_the_same_vector_in_any_company(int8: Embedder, real_texts: list[str]) -> None:
     texts = real_texts[:24]
     shuffled = texts[:]
     random.Random(7).shuffle(shuffled)
-    batch = int8.encode(shuffled)
+    alone = np.stack([int8.encode([t])[0] for t in shuffled])
+    np.testing.assert_allclose(int8.encode(shuffled), alone, atol=1e-6)
+
+
+def test_a_shuffled_padded_batch_gives_each_text_its_own_vector(
+    onnx_cache: Path, int8: Embedder, real_texts: list[str]
+) -> None:
+    batched = Embedder(backend="onnx-int8", onnx_cache_dir=onnx_cache, onnx_batch_size=8)
+    texts = real_texts[:24]
+    shuffled = texts[:]
+    random.Random(7).shuffle(shuffled)
+    batch = batched.encode(shuffled)
     alone = np.stack([int8.encode([t])[0] for t in shuffled])
     # Batch company moves an int8 vector a little (activation scales are per batch), never
     # closer to another text's vector (overlapping passages of one document included).
     assert float(np.min(np.sum(batch * alone, axis=1))) > 0.98
     np.testing.assert_array_equal(np.argmax(batch @ alone.T, axis=1), np.arange(len(shuffled)))
-    in_order = int8.encode(texts)
+    in_order = batched.encode(texts)
     position = {t: i for i, t in enumerate(texts)}
     np.testing.assert_allclose(batch, in_order[[position[t] for t in shuffled]], atol=1e-3)
 
 
 def test_the_export_and_the_self_check_are_reused(int8: Embedder, onnx_cache: Path) -> None:
     directory = model_dir(onnx_cache)
-    before = {name: (directory / name).stat().st_mtime_ns for name in (MODEL_FILE, EXPORT_FILE, CHECK_FILE)}
+    names = [MODEL_FILE, EXPORT_FILE, *(p.name for p in directory.glob(f"{CHECK_PREFIX}*.json"))]
+    assert len(names) >= 3
+    before = {name: (directory / name).stat().st_mtime_ns for name in names}
     again = Embedder(backend="onnx-int8", onnx_cache_dir=onnx_cache)
     after = {name: (directory / name).stat().st_mtime_ns for name in before}
     assert after == before
