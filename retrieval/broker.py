@@ -66,11 +66,16 @@ class ShardBackend(Protocol):
         """The embedding model of this shard's vectors (None: lexical only)."""
         ...
 
-    def doc_freqs(self, query: Query) -> dict[tuple[str, str], int]: ...
+    # ``timeout_s``: what is left of the query's deadline; a remote replica must give up
+    # by then (a call held past it would only hold a thread the next query needs).
 
-    def candidates(self, request: ShardRequest) -> ShardReply: ...
+    def doc_freqs(self, query: Query, *, timeout_s: float | None = None) -> dict[tuple[str, str], int]: ...
 
-    def fetch(self, doc_ids: Sequence[DocId]) -> dict[DocId, StoredDoc]: ...
+    def candidates(self, request: ShardRequest, *, timeout_s: float | None = None) -> ShardReply: ...
+
+    def fetch(
+        self, doc_ids: Sequence[DocId], *, timeout_s: float | None = None
+    ) -> dict[DocId, StoredDoc]: ...
 
 
 class LocalShard:
@@ -89,10 +94,12 @@ class LocalShard:
     def vector_model(self) -> str | None:
         return self.vector.model_id if self.vector is not None else None
 
-    def doc_freqs(self, query: Query) -> dict[tuple[str, str], int]:
+    # timeout_s is accepted and ignored: an in-process call cannot hang on a network.
+
+    def doc_freqs(self, query: Query, *, timeout_s: float | None = None) -> dict[tuple[str, str], int]:
         return self.lexical.doc_freqs(query)
 
-    def candidates(self, request: ShardRequest) -> ShardReply:
+    def candidates(self, request: ShardRequest, *, timeout_s: float | None = None) -> ShardReply:
         total_holder: list[int] = []
         candidates = shard_candidates(
             self.lexical,
@@ -110,7 +117,7 @@ class LocalShard:
             self.shard_id, tuple(candidates), total_holder[0] if total_holder else 0, self.vector is not None
         )
 
-    def fetch(self, doc_ids: Sequence[DocId]) -> dict[DocId, StoredDoc]:
+    def fetch(self, doc_ids: Sequence[DocId], *, timeout_s: float | None = None) -> dict[DocId, StoredDoc]:
         return self.lexical.stored_many(doc_ids)
 
 
@@ -151,8 +158,23 @@ class Gathered:
         return bool(self.missing_shards or self.missing_vector)
 
 
+class _DeadlinePassed(Exception):
+    """A queued call whose query gave up on it before a worker was free."""
+
+
+ShardCall = Callable[[ShardBackend, float], T]
+"""One call to one replica: ``fn(replica, timeout_s)``, the timeout being what is left of the deadline."""
+
+
 class Broker:
-    """Fans out to shards (each a list of replicas), merges, never fails on a shard."""
+    """Fans out to shards (each a list of replicas), merges, never fails on a shard.
+
+    Every replica has its own bounded pool of call threads, and the thread of the
+    query waits on its calls itself: a hung replica can hold only its own threads
+    (each for at most the rest of a deadline, the call's timeout), so calls to the
+    other shards never queue behind it. Calls still queued when their query gives up
+    are cancelled, so a hung shard's queue stays as long as the queries in flight.
+    """
 
     def __init__(
         self,
@@ -160,7 +182,7 @@ class Broker:
         *,
         deadline_s: float = 1.0,
         hedge: bool = True,
-        workers: int | None = None,
+        calls_per_replica: int = 16,
     ) -> None:
         if not shards or any(not replicas for replicas in shards):
             raise ShardUnavailable("A broker needs at least one replica for every shard.")
@@ -170,18 +192,24 @@ class Broker:
         self._latency = {
             phase: [LatencyTracker() for _ in self.shards] for phase in ("stats", "candidates", "fetch")
         }
-        # Two pools: per-shard coordinators wait on shard calls, so sharing one pool would
-        # let slow (abandoned or hedged) calls starve the coordinators.
-        self._pool = ThreadPoolExecutor(max_workers=max(4, 2 * len(self.shards)), thread_name_prefix="broker")
-        self._calls = ThreadPoolExecutor(
-            max_workers=workers or max(16, 8 * len(self.shards)), thread_name_prefix="shard-call"
-        )
         self._num_docs: int | None = None
         self._inline = all(len(r) == 1 and isinstance(r[0], LocalShard) for r in self.shards)
+        self._pools: list[list[ThreadPoolExecutor]] = (
+            []
+            if self._inline
+            else [
+                [
+                    ThreadPoolExecutor(max_workers=calls_per_replica, thread_name_prefix=f"shard{i}-{j}")
+                    for j in range(len(replicas))
+                ]
+                for i, replicas in enumerate(self.shards)
+            ]
+        )
 
     def close(self) -> None:
-        self._pool.shutdown(wait=False, cancel_futures=True)
-        self._calls.shutdown(wait=False, cancel_futures=True)
+        for pools in self._pools:
+            for pool in pools:
+                pool.shutdown(wait=False, cancel_futures=True)
 
     @property
     def num_docs(self) -> int:
@@ -197,100 +225,124 @@ class Broker:
             self._num_docs = total
         return self._num_docs
 
-    def _call(
-        self, shard_no: int, fn: Callable[[ShardBackend], T], deadline: float, *, phase: str
-    ) -> tuple[T | None, bool]:
-        """Run ``fn`` on a replica of shard ``shard_no``; hedge to another one when slow.
+    @staticmethod
+    def _run(fn: ShardCall[T], replica: ShardBackend, deadline: float) -> T:
+        remaining = deadline - time.perf_counter()
+        if remaining <= 0:
+            raise _DeadlinePassed
+        return fn(replica, remaining)
 
-        Returns (result or None, whether a hedge was sent). Never raises.
+    def _submit(self, shard_no: int, replica_no: int, fn: ShardCall[T], deadline: float) -> Future[T]:
+        replica = self.shards[shard_no][replica_no]
+        return self._pools[shard_no][replica_no].submit(self._run, fn, replica, deadline)
+
+    def _fan_out(
+        self, calls: Mapping[int, ShardCall[T]], deadline: float, *, phase: str
+    ) -> tuple[dict[int, T], list[int]]:
+        """Run ``calls[shard_no]`` on a replica of each shard; hedge a slow one to its replica.
+
+        Returns (results of the shards that answered by the deadline, hedged shards).
+        Never raises: a shard that fails or is late is simply absent from the results.
         """
-        replicas = self.shards[shard_no]
+        if self._inline:
+            return self._fan_out_inline(calls, deadline, phase=phase), []
         started = time.perf_counter()
-        futures: dict[Future[T], int] = {self._calls.submit(fn, replicas[0]): 0}
-        hedged = False
-        tracker = self._latency[phase][shard_no]
-        threshold = tracker.p95() if (self.hedge and len(replicas) > 1) else float("inf")
-        errors: list[BaseException] = []
-        while futures:
+        pending: dict[Future[T], int] = {}
+        for shard_no, fn in calls.items():
+            pending[self._submit(shard_no, 0, fn, deadline)] = shard_no
+        thresholds = {
+            shard_no: self._latency[phase][shard_no].p95()
+            if self.hedge and len(self.shards[shard_no]) > 1
+            else float("inf")
+            for shard_no in calls
+        }
+        results: dict[int, T] = {}
+        hedged: set[int] = set()
+        errors: dict[int, BaseException] = {}
+
+        def waiting(shard_no: int) -> bool:
+            return any(s == shard_no for s in pending.values())
+
+        while pending:
             now = time.perf_counter()
             remaining = deadline - now
             if remaining <= 0:
                 break
-            timeout = remaining
-            if not hedged and threshold < float("inf"):
-                timeout = min(remaining, max(0.0, started + threshold - now))
-            done, _ = wait(list(futures), timeout=timeout, return_when=FIRST_COMPLETED)
+            next_hedge = min(
+                (started + t for s, t in thresholds.items() if s not in results and s not in hedged),
+                default=float("inf"),
+            )
+            timeout = min(remaining, max(0.0, next_hedge - now))
+            done, _ = wait(list(pending), timeout=timeout, return_when=FIRST_COMPLETED)
             for future in done:
-                futures.pop(future)
-                try:
-                    result = future.result()
-                except Exception as exc:  # noqa: BLE001 - reported as a missing shard
-                    errors.append(exc)
+                shard_no = pending.pop(future)
+                if shard_no in results:
                     continue
-                tracker.add(time.perf_counter() - started)
-                return result, hedged
-            if (
-                not hedged
-                and len(replicas) > 1
-                and (not futures or time.perf_counter() >= started + threshold)
-            ):
-                hedged = True
-                futures[self._calls.submit(fn, replicas[1])] = 1
-        if errors:
-            logger.warning("shard %d failed: %s", shard_no, errors[-1])
-        else:
-            logger.warning("shard %d missed the deadline", shard_no)
-        return None, hedged
-
-    def _fan_out(
-        self, fn: Callable[[ShardBackend], T], deadline: float, *, phase: str
-    ) -> tuple[list[T | None], list[int]]:
-        if self._inline:
-            return self._fan_out_inline(fn, deadline, phase=phase), []
-        jobs = [
-            self._pool.submit(self._call, shard_no, fn, deadline, phase=phase)
-            for shard_no in range(len(self.shards))
-        ]
-        results: list[T | None] = []
-        hedged: list[int] = []
-        for shard_no, job in enumerate(jobs):
-            result, was_hedged = job.result()
-            results.append(result)
-            if was_hedged:
-                hedged.append(shard_no)
-        return results, hedged
+                try:
+                    results[shard_no] = future.result()
+                except Exception as exc:  # noqa: BLE001 - reported as a missing shard
+                    errors[shard_no] = exc
+                    continue
+                self._latency[phase][shard_no].add(time.perf_counter() - started)
+                for other, s in list(pending.items()):
+                    if s == shard_no:
+                        other.cancel()
+                        pending.pop(other)
+            now = time.perf_counter()
+            for shard_no in calls:
+                if (
+                    shard_no not in results
+                    and shard_no not in hedged
+                    and len(self.shards[shard_no]) > 1
+                    and (not waiting(shard_no) or now >= started + thresholds[shard_no])
+                ):
+                    hedged.add(shard_no)
+                    pending[self._submit(shard_no, 1, calls[shard_no], deadline)] = shard_no
+        for future in pending:
+            future.cancel()  # a queued call to a hung replica is dropped, not run late
+        for shard_no in calls:
+            if shard_no not in results:
+                if shard_no in errors and not isinstance(errors[shard_no], _DeadlinePassed):
+                    logger.warning("shard %d failed: %s", shard_no, errors[shard_no])
+                else:
+                    logger.warning("shard %d missed the deadline", shard_no)
+        return results, sorted(hedged)
 
     def _fan_out_inline(
-        self, fn: Callable[[ShardBackend], T], deadline: float, *, phase: str
-    ) -> list[T | None]:
+        self, calls: Mapping[int, ShardCall[T]], deadline: float, *, phase: str
+    ) -> dict[int, T]:
         """In-process shards, one after another on the calling thread.
 
         A local shard answers in well under a millisecond, less than the cost of two
         thread hops, and cannot hang on a network; the deadline is still honoured
         between shards.
         """
-        results: list[T | None] = []
-        for shard_no, replicas in enumerate(self.shards):
-            if time.perf_counter() >= deadline:
+        results: dict[int, T] = {}
+        for shard_no, fn in calls.items():
+            remaining = deadline - time.perf_counter()
+            if remaining <= 0:
                 logger.warning("shard %d skipped: deadline passed", shard_no)
-                results.append(None)
                 continue
             started = time.perf_counter()
             try:
-                results.append(fn(replicas[0]))
+                results[shard_no] = fn(self.shards[shard_no][0], remaining)
             except Exception as exc:  # noqa: BLE001 - reported as a missing shard
                 logger.warning("shard %d failed: %s", shard_no, exc)
-                results.append(None)
                 continue
             self._latency[phase][shard_no].add(time.perf_counter() - started)
         return results
+
+    def _everywhere(self, fn: ShardCall[T]) -> dict[int, ShardCall[T]]:
+        return dict.fromkeys(range(len(self.shards)), fn)
 
     def stats(self, query: Query, deadline: float) -> CorpusStats | None:
         """Collection-wide N and df for ``query`` (None with a single shard)."""
         if len(self.shards) == 1:
             return None
-        parts, _ = self._fan_out(lambda s: s.doc_freqs(query), deadline, phase="stats")
-        return CorpusStats.merge(self.num_docs, [p for p in parts if p is not None])
+        parts, _ = self._fan_out(
+            self._everywhere(lambda s, t: s.doc_freqs(query, timeout_s=t)), deadline, phase="stats"
+        )
+        return CorpusStats.merge(self.num_docs, list(parts.values()))
 
     def gather(
         self,
@@ -308,7 +360,10 @@ class Broker:
         stats = self.stats(query, started + 0.4 * (deadline - started))
         after_stats = time.perf_counter()
         request = ShardRequest(query, vector, k_lexical, k_vector, stats, with_fields)
-        replies, hedged = self._fan_out(lambda s: s.candidates(request), deadline, phase="candidates")
+        answered, hedged = self._fan_out(
+            self._everywhere(lambda s, t: s.candidates(request, timeout_s=t)), deadline, phase="candidates"
+        )
+        replies = [answered.get(i) for i in range(len(self.shards))]
         missing = tuple(i for i, r in enumerate(replies) if r is None)
         want_vectors = vector is not None and k_vector > 0
         missing_vector = tuple(
@@ -336,24 +391,13 @@ class Broker:
         self, doc_ids_by_shard: Mapping[int, Sequence[DocId]], deadline: float
     ) -> dict[DocId, StoredDoc]:
         """Stored documents for display, from whichever replica answers."""
+
+        def fetch_call(ids: Sequence[DocId]) -> ShardCall[dict[DocId, StoredDoc]]:
+            return lambda s, t: s.fetch(ids, timeout_s=t)
+
+        calls = {shard_no: fetch_call(ids) for shard_no, ids in doc_ids_by_shard.items() if ids}
+        found, _ = self._fan_out(calls, deadline, phase="fetch")
         out: dict[DocId, StoredDoc] = {}
-        if self._inline:
-            for shard_no, ids in doc_ids_by_shard.items():
-                if ids:
-                    try:
-                        out.update(self.shards[shard_no][0].fetch(ids))
-                    except Exception as exc:  # noqa: BLE001 - the response will be partial
-                        logger.warning("shard %d fetch failed: %s", shard_no, exc)
-            return out
-        jobs = {
-            shard_no: self._pool.submit(
-                self._call, shard_no, lambda s, ids=ids: s.fetch(ids), deadline, phase="fetch"
-            )
-            for shard_no, ids in doc_ids_by_shard.items()
-            if ids
-        }
-        for job in jobs.values():
-            result, _ = job.result()
-            if result:
-                out.update(result)
+        for docs in found.values():
+            out.update(docs)
         return out

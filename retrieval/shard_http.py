@@ -239,8 +239,9 @@ class HttpShard:
         data: dict[str, Any] = response.json()
         return data
 
-    def _post(self, path: str, body: dict[str, Any]) -> dict[str, Any]:
-        response = self._client.post(path, json=body)
+    def _post(self, path: str, body: dict[str, Any], timeout_s: float | None) -> dict[str, Any]:
+        timeout = httpx.Timeout(timeout_s) if timeout_s is not None else httpx.USE_CLIENT_DEFAULT
+        response = self._client.post(path, json=body, timeout=timeout)
         response.raise_for_status()
         data: dict[str, Any] = response.json()
         return data
@@ -253,11 +254,11 @@ class HttpShard:
     def vector_model(self) -> str | None:
         return self._vector_model
 
-    def doc_freqs(self, query: Query) -> dict[tuple[str, str], int]:
-        data = self._post("/shard/doc_freqs", {"query": query_to_wire(query)})
+    def doc_freqs(self, query: Query, *, timeout_s: float | None = None) -> dict[tuple[str, str], int]:
+        data = self._post("/shard/doc_freqs", {"query": query_to_wire(query)}, timeout_s)
         return {(f, t): int(n) for f, t, n in data["df"]}
 
-    def candidates(self, request: ShardRequest) -> ShardReply:
+    def candidates(self, request: ShardRequest, *, timeout_s: float | None = None) -> ShardReply:
         body: dict[str, Any] = {
             "query": query_to_wire(request.query),
             "vector": request.vector.tolist() if request.vector is not None else None,
@@ -268,7 +269,7 @@ class HttpShard:
         if request.stats is not None:
             body["stats_num_docs"] = request.stats.num_docs
             body["stats_df"] = [[f, t, n] for (f, t), n in request.stats.doc_freq.items()]
-        data = self._post("/shard/candidates", body)
+        data = self._post("/shard/candidates", body, timeout_s)
         return ShardReply(
             int(data["shard_id"]),
             tuple(candidate_from_wire(c) for c in data["candidates"]),
@@ -276,8 +277,8 @@ class HttpShard:
             bool(data["has_vectors"]),
         )
 
-    def fetch(self, doc_ids: Sequence[DocId]) -> dict[DocId, StoredDoc]:
-        data = self._post("/shard/fetch", {"doc_ids": [str(int(d)) for d in doc_ids]})
+    def fetch(self, doc_ids: Sequence[DocId], *, timeout_s: float | None = None) -> dict[DocId, StoredDoc]:
+        data = self._post("/shard/fetch", {"doc_ids": [str(int(d)) for d in doc_ids]}, timeout_s)
         out: dict[DocId, StoredDoc] = {}
         for d in data["docs"]:
             doc = StoredDoc(**{**d, "doc_id": DocId(int(d["doc_id"])), "headings": tuple(d["headings"])})

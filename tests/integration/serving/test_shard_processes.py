@@ -10,6 +10,7 @@ import subprocess
 import sys
 import time
 from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
@@ -158,6 +159,37 @@ def test_slow_shard_without_replica_is_cut_at_the_deadline(
     response = remote.search("boundary layer")
     assert time.perf_counter() - started < 1.5
     assert response.partial and response.missing_shards == (1,) and response.hits
+
+
+def test_hung_shard_leaves_partial_answers_on_time(
+    index_root: Path, shard_procs: list[ShardProcess]
+) -> None:
+    """A SIGSTOPped shard (a hang, not a refusal) holds its own call threads only: a burst
+    of concurrent queries gets the healthy shard's results, each within 1.5 x the deadline."""
+    deadline_s = 0.8
+    remote = remote_service(index_root, f"{shard_procs[0].url},{shard_procs[1].url}", deadline_s=deadline_s)
+
+    def timed(q: str) -> tuple[float, Any]:
+        started = time.perf_counter()
+        response = remote.search(q, spell=False)
+        return time.perf_counter() - started, response
+
+    shard_procs[1].proc.send_signal(signal.SIGSTOP)
+    try:
+        with ThreadPoolExecutor(max_workers=8) as pool:
+            answers = list(pool.map(timed, QUERIES * 8))
+    finally:
+        shard_procs[1].proc.send_signal(signal.SIGCONT)
+    latencies = sorted(seconds for seconds, _ in answers)
+    p99 = latencies[min(len(latencies) - 1, int(0.99 * len(latencies)))]
+    print(f"hung shard: {len(answers)} queries, p50 {latencies[len(latencies) // 2]:.3f} s, p99 {p99:.3f} s")
+    assert all(r.partial and r.missing_shards == (1,) and r.hits for _, r in answers)
+    assert all(int(h.doc_id) % 2 == 0 for _, r in answers for h in r.hits)  # shard 0's documents
+    assert p99 <= 1.5 * deadline_s
+    resumed = time.monotonic() + 10  # once resumed, it works off its backlog and answers again
+    while remote.search(QUERIES[0]).partial:
+        assert time.monotonic() < resumed
+        time.sleep(0.2)
 
 
 def test_killed_shard_gives_partial_results_naming_it(
