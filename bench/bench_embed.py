@@ -40,11 +40,12 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 import numpy as np  # noqa: E402
 
 from core.settings import EmbedSettings, Settings  # noqa: E402
-from retrieval.backfill import ChunkStore, backfill_index  # noqa: E402
+from retrieval.backfill import backfill_index  # noqa: E402
 from retrieval.build import build_index  # noqa: E402
 from retrieval.embed import Embedder, normalize  # noqa: E402
-from retrieval.layout import version_dir  # noqa: E402
+from retrieval.layout import labels_file, passages_file, vector_index_dir, version_dir  # noqa: E402
 from retrieval.vector import VectorShard  # noqa: E402
+from retrieval.vector_store import VectorStore  # noqa: E402
 from training.datasets import BeirDataset  # noqa: E402
 from training.evaluate import parse_queries  # noqa: E402
 from training.metrics import evaluate_run  # noqa: E402
@@ -157,11 +158,11 @@ def main() -> None:
             else:
                 ours_s += run_ours()
                 peer_s += run_peer()
-            store = ChunkStore(version_dir(work, 0, embedder.model_id) / "chunks", embedder.model_id)
-            for name in store.chunks:
-                _, chunk_rows, chunk_vectors = store.read(name)
-                ours.add(chunk_rows, chunk_vectors)
-                ours_rows += len(chunk_rows)
+            version = version_dir(work, 0, embedder.model_id)
+            hashes = np.load(passages_file(version))  # the passages the job indexed, in row order
+            chunk_rows = np.load(labels_file(vector_index_dir(version)))
+            ours.add(chunk_rows, VectorStore.for_root(work, embedder.model_id).vectors(hashes))
+            ours_rows += len(hashes)
     ratio = peer_s / ours_s
     n = len(docs)
     print(f"\n{args.rounds} interleaved rounds; ours = the whole backfill job (chunks, checkpoints, HNSW)")

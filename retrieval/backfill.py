@@ -1,53 +1,54 @@
-"""Embeddings backfill: give every stored document a vector for the current model.
+"""Embeddings backfill: give every passage of a generation a vector, encoding only new text.
 
-Embedding is the dominant cost of indexing (tens of documents per second per CPU), so
-the job must survive being killed and must never redo finished work:
+Embedding is the dominant cost of indexing (tens of passages per second per CPU), so
+the job must survive being killed and must never encode a passage twice:
 
-- Documents are embedded in chunks of ``chunk_docs``. A chunk is written as ``.npy``
-  files (fsynced, renamed into place), then named in the checkpoint (also renamed
-  into place). The checkpoint is the commit point: files of a chunk it does not name
-  are leftovers of a killed run and are deleted on the next start.
-- A document needs embedding when no committed chunk holds it with the same content
-  key (hash of title, body and passage settings), so edited pages are re-embedded and
-  unchanged ones never are.
-- When every document has vectors, the HNSW index of the version is brought up to
-  date from the chunks it has not absorbed yet (recorded in its manifest), documents
-  gone from the lexical index are deleted, and ``vector/CURRENT`` is pointed at it.
+- Vectors live in the index root's content-addressed store
+  (:mod:`retrieval.vector_store`), keyed by (model id, passage hash), outside any one
+  generation. A generation's passages are looked up there by hash: unchanged passages
+  are linked (read from the store), only new or changed ones reach the encoder.
+- New passages are encoded in batches of ``chunk_docs`` documents; each batch is one
+  committed store segment, so a killed run resumes from its last segment with exactly
+  one vector per passage.
+- When every passage has a vector, each shard's HNSW index is built from the looked-up
+  vectors (skipped when the saved one was built from the same passages), the hashes it
+  used are written beside it (the roots of :func:`collect_garbage`), and
+  ``vector/CURRENT`` is pointed at it.
 
-Each shard and model has a version directory of chunks, a saved vector index and a
-lock (paths in :mod:`retrieval.layout`). A new model gets a new version directory; the
-old one is untouched and keeps serving until the new one is complete and ``CURRENT``
-moves.
+:func:`backfill_new_generation` is the publishing form: it derives a new generation
+from the serving one (lexical files hard-linked, not rebuilt), backfills it and
+publishes it, so a running service switches to vectors by ``GenerationSet.refresh``.
 """
 
 from __future__ import annotations
 
-import fcntl
 import hashlib
 import json
 import logging
+import os
+import shutil
 import time
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
-from dataclasses import dataclass
+from collections.abc import Callable
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
 from numpy.typing import NDArray
 
-from core.atomic import write_text, write_with
+from core.atomic import write_text
 from core.errors import ManifestError
 from core.settings import EmbedSettings
 from retrieval import layout
 from retrieval.embed import Embedder
 from retrieval.lexical import LexicalShard
-from retrieval.manifest import IndexManifest
+from retrieval.manifest import IndexManifest, IndexRoot, new_generation_id
 from retrieval.vector import VectorShard
+from retrieval.vector_store import GcReport, Hashes, VectorStore, passage_hashes, save_npy
 
 logger = logging.getLogger(__name__)
 
 ProgressFn = Callable[[int, int], None]
-"""Called with (documents done in this run, documents to do in this run)."""
+"""Called with (passages encoded in this run, passages to encode in this run)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -59,10 +60,14 @@ class BackfillReport:
     docs: int
     """Documents in the index."""
     embedded: int
-    """Documents embedded by this run (the rest were already done)."""
+    """Documents with at least one passage encoded by this run (the rest were linked)."""
     rows: int
     """Passage vectors in the published indexes."""
     seconds: float
+    encoded: int = 0
+    """Passages encoded by this run."""
+    linked: int = 0
+    """Passages whose vectors came from the store."""
 
 
 def open_vector_shard(index_dir: Path, shard: int, *, model_id: str, ef: int | None = None) -> VectorShard:
@@ -71,184 +76,112 @@ def open_vector_shard(index_dir: Path, shard: int, *, model_id: str, ef: int | N
     return VectorShard.load(index, ef=ef, model_id=model_id)
 
 
-def content_key(title: str, body: str, embedder: Embedder) -> int:
-    """63-bit key of what gets embedded: text plus the settings that shape the passages."""
-    h = hashlib.blake2b(digest_size=8)
-    params = f"{embedder.passage_words}:{embedder.passage_stride}:{embedder.max_seq_length}"
-    for part in (params, title, body):
-        h.update(part.encode("utf-8"))
-        h.update(b"\x00")
-    return int.from_bytes(h.digest(), "big") & ((1 << 63) - 1)
+@dataclass(slots=True)
+class _ShardPlan:
+    """One shard's passages: ``rows[i]`` is the document of passage hash ``hashes[i]``."""
+
+    shard: int
+    docs: int
+    rows: NDArray[np.int64]
+    hashes: Hashes
+    texts: list[str]
+    todo: list[tuple[int, list[int]]] = field(default_factory=list)
+    """(doc id, indexes of its passages to encode), in document order."""
 
 
-# -- chunk store -----------------------------------------------------------------------------
-
-
-def _save_npy(path: Path, array: NDArray[np.generic]) -> None:
-    def write(tmp: Path) -> None:
-        with tmp.open("wb") as handle:  # a handle: given a path, np.save would append ".npy"
-            np.save(handle, array, allow_pickle=False)
-
-    write_with(path, write)
-
-
-class ChunkStore:
-    """Committed vector chunks of one shard and model version."""
-
-    def __init__(self, path: Path, model_id: str) -> None:
-        self.path = Path(path)
-        self.model_id = model_id
-        self.path.mkdir(parents=True, exist_ok=True)
-        checkpoint = layout.checkpoint_file(self.path)
-        if checkpoint.exists():
-            raw = json.loads(checkpoint.read_text())
-            if raw.get("model_id") != model_id:
-                raise ManifestError(f"{checkpoint} belongs to {raw.get('model_id')}, not {model_id}.")
-            self.chunks: list[str] = list(raw["chunks"])
-        else:
-            self.chunks = []
-        self._drop_uncommitted()
-
-    def _drop_uncommitted(self) -> None:
-        committed = set(self.chunks)
-        for file in self.path.iterdir():
-            if file.name == layout.CHECKPOINT:
-                continue
-            if layout.chunk_of(file.name) not in committed:
-                logger.info("removing %s left by an interrupted backfill", file)
-                file.unlink()
-
-    def committed_keys(self) -> dict[int, int]:
-        """doc id → content key of its latest committed vectors."""
-        keys: dict[int, int] = {}
-        for name in self.chunks:
-            docs = np.load(layout.chunk_file(self.path, name, "docs"), allow_pickle=False)
-            keys.update(zip(docs[:, 0].tolist(), docs[:, 1].tolist(), strict=True))
-        return keys
-
-    def append(self, docs: NDArray[np.int64], rows: NDArray[np.int64], vectors: NDArray[np.float32]) -> str:
-        """Write one chunk and commit it; returns its name."""
-        name = layout.chunk_name(1 + max((layout.chunk_number(n) for n in self.chunks), default=0))
-        _save_npy(layout.chunk_file(self.path, name, "docs"), docs)
-        _save_npy(layout.chunk_file(self.path, name, "rows"), rows)
-        _save_npy(layout.chunk_file(self.path, name, "vectors"), vectors)
-        self.chunks.append(name)
-        checkpoint = {"model_id": self.model_id, "chunks": self.chunks}
-        write_text(layout.checkpoint_file(self.path), json.dumps(checkpoint, indent=1))
-        return name
-
-    def read(self, name: str) -> tuple[NDArray[np.int64], NDArray[np.int64], NDArray[np.float32]]:
-        """(docs[:, (doc_id, key)], rows, vectors) of one committed chunk."""
-        return (
-            np.load(layout.chunk_file(self.path, name, "docs"), allow_pickle=False),
-            np.load(layout.chunk_file(self.path, name, "rows"), allow_pickle=False),
-            np.load(layout.chunk_file(self.path, name, "vectors"), allow_pickle=False),
-        )
-
-
-# -- the job ---------------------------------------------------------------------------------
-
-
-def _batches(items: list[tuple[int, int, str, str]], size: int) -> Iterator[list[tuple[int, int, str, str]]]:
-    for start in range(0, len(items), size):
-        yield items[start : start + size]
-
-
-def backfill_shard(
-    index_dir: Path,
-    shard: int,
-    embedder: Embedder,
-    settings: EmbedSettings,
-    *,
-    chunk_docs: int | None = None,
-    on_progress: ProgressFn | None = None,
-    publish: bool = True,
-) -> tuple[int, int, VectorShard]:
-    """Backfill one shard; returns (documents, documents embedded now, vector shard)."""
+def _plan_shard(index_dir: Path, shard: int, embedder: Embedder, store: VectorStore) -> _ShardPlan:
     lexical = LexicalShard(layout.lexical_dir(index_dir, shard))
-    root = layout.version_dir(index_dir, shard, embedder.model_id)
-    with exclusive_lock(layout.backfill_lock(root)):
-        store = ChunkStore(layout.chunks_dir(root), embedder.model_id)
-        stored: dict[int, tuple[int, str, str]] = {}
-        for doc in lexical.iter_stored():
-            body = doc.body or doc.description
-            stored[int(doc.doc_id)] = (content_key(doc.title, body, embedder), doc.title, body)
-        done = store.committed_keys()
-        todo = sorted(
-            (doc_id, key, title, body)
-            for doc_id, (key, title, body) in stored.items()
-            if done.get(doc_id) != key
-        )
-        logger.info(
-            "shard %d: %d documents, %d already embedded for %s, %d to embed",
-            shard,
-            len(stored),
-            len(stored) - len(todo),
-            embedder.model_id,
-            len(todo),
-        )
-        finished = 0
-        if on_progress is not None:
-            on_progress(0, len(todo))
-        for batch in _batches(todo, chunk_docs or settings.backfill_chunk_docs):
-            vectors = embedder.embed_documents([(d, title, body) for d, _, title, body in batch])
-            docs = np.asarray([(d, key) for d, key, _, _ in batch], dtype=np.int64).reshape(-1, 2)
-            store.append(docs, vectors.rows, vectors.vectors)
-            finished += len(batch)
-            if on_progress is not None:
-                on_progress(finished, len(todo))
-        vector_shard = _sync_index(layout.vector_index_dir(root), store, stored, embedder, settings)
-        if publish:
-            write_text(layout.vector_pointer(index_dir, shard), layout.version_name(embedder.model_id) + "\n")
-        return len(stored), len(todo), vector_shard
+    rows: list[int] = []
+    texts: list[str] = []
+    docs = 0
+    for doc in sorted(lexical.iter_stored(), key=lambda d: int(d.doc_id)):
+        docs += 1
+        for passage in embedder.passages(doc.title, doc.body or doc.description):
+            rows.append(int(doc.doc_id))
+            texts.append(passage)
+    hashes = passage_hashes(texts, embedder.max_seq_length)
+    plan = _ShardPlan(shard, docs, np.asarray(rows, dtype=np.int64), hashes, texts)
+    missing = ~store.contains(hashes)
+    by_doc: dict[int, list[int]] = {}
+    for i in np.flatnonzero(missing).tolist():
+        by_doc.setdefault(rows[i], []).append(i)
+    plan.todo = list(by_doc.items())
+    return plan
 
 
-@contextmanager
-def exclusive_lock(path: Path) -> Iterator[None]:
-    """One backfill per shard and model at a time (a second job waits): two writers
-    appending chunks to one checkpoint would lose each other's work."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    with path.open("a") as handle:
-        try:
-            fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
-            logger.warning("another backfill holds %s; waiting for it", path)
-            fcntl.flock(handle, fcntl.LOCK_EX)
-        try:
-            yield
-        finally:
-            fcntl.flock(handle, fcntl.LOCK_UN)
-
-
-def _sync_index(
-    path: Path,
-    store: ChunkStore,
-    stored: dict[int, tuple[int, str, str]],
+def _encode_missing(
+    plans: list[_ShardPlan],
+    store: VectorStore,
     embedder: Embedder,
-    settings: EmbedSettings,
+    chunk_docs: int,
+    on_progress: ProgressFn | None,
+) -> tuple[int, int]:
+    """Encode what the store lacks, one committed segment per ``chunk_docs`` documents.
+
+    Returns (documents that needed encoding, passages encoded). A passage shared by
+    several documents or shards is encoded once.
+    """
+    work = [(plan, doc, indexes) for plan in plans for doc, indexes in plan.todo]
+    seen: set[int] = set()
+    queued: list[tuple[_ShardPlan, list[int]]] = []
+    total = 0
+    for plan, _, indexes in work:
+        fresh = []
+        for i in indexes:
+            h = int(plan.hashes[i])
+            if h not in seen:
+                seen.add(h)
+                fresh.append(i)
+        queued.append((plan, fresh))
+        total += len(fresh)
+    done = 0
+    if on_progress is not None:
+        on_progress(0, total)
+    for start in range(0, len(queued), chunk_docs):
+        batch = queued[start : start + chunk_docs]
+        texts = [plan.texts[i] for plan, fresh in batch for i in fresh]
+        if not texts:
+            continue
+        hashes = np.asarray([plan.hashes[i] for plan, fresh in batch for i in fresh], dtype=np.uint64)
+        store.append(hashes, embedder.encode(texts))
+        done += len(texts)
+        if on_progress is not None:
+            on_progress(done, total)
+    return len(work), done
+
+
+def _digest(rows: NDArray[np.int64], hashes: Hashes) -> str:
+    h = hashlib.blake2b(digest_size=12)
+    h.update(np.ascontiguousarray(rows).tobytes())
+    h.update(np.ascontiguousarray(hashes).tobytes())
+    return h.hexdigest()
+
+
+def _build_shard_index(
+    index_dir: Path, plan: _ShardPlan, store: VectorStore, embedder: Embedder, settings: EmbedSettings
 ) -> VectorShard:
-    """Bring the HNSW index up to date with the committed chunks and the lexical index."""
+    """The shard's HNSW from the store's vectors (kept as is when built from the same passages)."""
+    version = layout.version_dir(index_dir, plan.shard, embedder.model_id)
+    path = layout.vector_index_dir(version)
+    digest = _digest(plan.rows, plan.hashes)
     try:
-        shard = VectorShard.load(path, ef=settings.hnsw_ef, model_id=embedder.model_id)
+        saved = VectorShard.load(path, ef=settings.hnsw_ef, model_id=embedder.model_id)
+        if saved.meta.get("passages") == digest:
+            return saved
     except ManifestError:
-        shard = VectorShard.from_settings(settings, dim=embedder.dim, model_id=embedder.model_id)
-        shard.meta = {"chunks": []}
-    absorbed = set(shard.meta.get("chunks", []))
-    fresh = [name for name in store.chunks if name not in absorbed]
-    changed = bool(fresh)
-    for name in fresh:
-        docs, rows, vectors = store.read(name)
-        wanted = {doc_id for doc_id, key in docs.tolist() if doc_id in stored and stored[doc_id][0] == key}
-        keep = np.fromiter((r in wanted for r in rows.tolist()), dtype=bool, count=len(rows))
-        shard.add(rows[keep], vectors[keep])
-    gone = [d for d in shard.doc_ids() if d not in stored]
-    if gone:
-        shard.delete(gone)
-        changed = True
-    if changed or not path.exists():
-        shard.meta = {"chunks": list(store.chunks), "precision": embedder.precision}
-        shard.save(path)
-        logger.info("vector index %s: %d documents, %d passages", path, shard.num_docs, shard.num_rows)
+        pass
+    shard = VectorShard.from_settings(
+        settings, dim=embedder.dim, model_id=embedder.model_id, capacity=max(1, len(plan.rows))
+    )
+    if len(plan.rows):
+        shard.add(plan.rows, store.vectors(plan.hashes))
+    shard.meta = {"passages": digest, "precision": embedder.precision}
+    version.mkdir(parents=True, exist_ok=True)
+    save_npy(layout.passages_file(version), plan.hashes)
+    if path.exists():
+        shutil.rmtree(path)
+    shard.save(path)
+    logger.info("vector index %s: %d documents, %d passages", path, shard.num_docs, shard.num_rows)
     return shard
 
 
@@ -261,32 +194,138 @@ def backfill_index(
     on_progress: ProgressFn | None = None,
     publish: bool = True,
 ) -> BackfillReport:
-    """Embed every document of every shard of ``index_dir`` that lacks a current vector.
+    """Give every passage of every shard of ``index_dir`` a vector of ``embedder``'s model.
 
-    Example: ``backfill_index(Path("data/index"), Embedder.from_settings(s.embed), s.embed)``.
+    Vectors come from the store of the index root (``layout.store_root``); only passages
+    it lacks are encoded. Example:
+    ``backfill_index(Path("data/index/generations/g…"), Embedder.from_settings(s.embed), s.embed)``.
     Safe to kill at any moment and to run again; a second run with nothing new is cheap.
     """
     started = time.perf_counter()
+    index_dir = Path(index_dir)
     manifest = IndexManifest.load(index_dir)
-    docs = embedded = rows = 0
-    for shard in range(manifest.shards):
-        n_docs, n_embedded, vector_shard = backfill_shard(
-            index_dir,
-            shard,
-            embedder,
-            settings,
-            chunk_docs=chunk_docs,
-            on_progress=on_progress,
-            publish=publish,
+    store = VectorStore.for_root(layout.store_root(index_dir), embedder.model_id)
+    with store.locked():
+        plans = [_plan_shard(index_dir, s, embedder, store) for s in range(manifest.shards)]
+        needed = sum(len(p.hashes) for p in plans)
+        logger.info(
+            "%d documents, %d passages; %d documents need %s",
+            sum(p.docs for p in plans),
+            needed,
+            sum(len(p.todo) for p in plans),
+            embedder.model_id,
         )
-        docs += n_docs
-        embedded += n_embedded
-        rows += vector_shard.num_rows
+        embedded, encoded = _encode_missing(
+            plans, store, embedder, chunk_docs or settings.backfill_chunk_docs, on_progress
+        )
+        rows = 0
+        for plan in plans:
+            rows += _build_shard_index(index_dir, plan, store, embedder, settings).num_rows
+            if publish:
+                pointer = layout.vector_pointer(index_dir, plan.shard)
+                write_text(pointer, layout.version_name(embedder.model_id) + "\n")
     return BackfillReport(
         model_id=embedder.model_id,
         version=layout.version_name(embedder.model_id),
-        docs=docs,
+        docs=sum(p.docs for p in plans),
         embedded=embedded,
         rows=rows,
         seconds=time.perf_counter() - started,
+        encoded=encoded,
+        linked=needed - encoded,
     )
+
+
+# -- a new generation with vectors ------------------------------------------------------------
+
+
+def derive_generation(root: IndexRoot, source: str) -> tuple[str, Path]:
+    """Stage a copy of generation ``source`` under a hidden name, lexical files hard-linked
+    (Tantivy segments are immutable) and without vectors; returns (new id, staged path)."""
+    generation = new_generation_id()
+    src = root.path_of(source)
+    staged = layout.generations_dir(root.root) / f".{generation}.staging"
+
+    def vectors(_directory: str, names: list[str]) -> list[str]:
+        return [n for n in names if n == layout.vector_root(src, 0).name]
+
+    shutil.copytree(src, staged, copy_function=os.link, ignore=vectors)
+    old = IndexManifest.load(src)
+    extra = {k: v for k, v in old.raw.items() if k not in {"format", "format_version", "built_at"}}
+    extra.update({"generation": generation, "derived_from": source})
+    IndexManifest.write(
+        staged,
+        shards=old.shards,
+        docs=old.docs,
+        source=old.source,
+        extra={k: v for k, v in extra.items() if k not in {"shards", "docs", "source"}},
+    )
+    return generation, staged
+
+
+def backfill_new_generation(
+    root: Path,
+    embedder: Embedder,
+    settings: EmbedSettings,
+    *,
+    source: str | None = None,
+    chunk_docs: int | None = None,
+    on_progress: ProgressFn | None = None,
+    publish: bool = True,
+) -> tuple[str, BackfillReport]:
+    """Derive a generation from ``source`` (default: the serving one), backfill it, and
+    publish it; returns (its id, the report). Old generations are left as they were."""
+    index_root = IndexRoot(root)
+    source = source or index_root.current()
+    if source is None:
+        raise ManifestError(f"{root} has no published generation to add vectors to; run `trawl index`.")
+    generation, staged = derive_generation(index_root, source)
+    try:
+        report = backfill_index(staged, embedder, settings, chunk_docs=chunk_docs, on_progress=on_progress)
+    except BaseException:
+        shutil.rmtree(staged, ignore_errors=True)
+        raise
+    staged.rename(layout.generation_dir(index_root.root, generation))
+    if publish:
+        index_root.publish(generation)
+    return generation, report
+
+
+# -- garbage collection ------------------------------------------------------------------------
+
+
+def _retained_indexes(root: Path) -> list[Path]:
+    if layout.is_index(root):
+        return [root]
+    return [info.path for info in IndexRoot(root).list()]
+
+
+def collect_garbage(root: Path) -> list[GcReport]:
+    """Drop stored vectors that no retained generation of ``root`` uses, per model.
+
+    A generation uses the passages its shards' vector indexes were built from
+    (``passages.npy``); every complete generation under ``root`` is retained.
+    """
+    stores = layout.vector_stores_dir(root)
+    if not stores.exists():
+        return []
+    indexes = _retained_indexes(Path(root))
+    reports = []
+    for path in sorted(p for p in stores.iterdir() if p.is_dir()):
+        checkpoint = layout.checkpoint_file(path)
+        if not checkpoint.exists():
+            continue
+        model_id = str(json.loads(checkpoint.read_text())["model_id"])
+        used: list[Hashes] = []
+        for index_dir in indexes:
+            for shard in range(IndexManifest.load(index_dir).shards):
+                file = layout.passages_file(layout.version_dir(index_dir, shard, model_id))
+                if file.exists():
+                    used.append(np.load(file, allow_pickle=False))
+        keep = np.unique(np.concatenate(used)) if used else np.zeros(0, dtype=np.uint64)
+        store = VectorStore(path, model_id)
+        with store.locked():
+            report = store.retain(keep)
+        logger.info("vector store %s: kept %d, dropped %d", path, report.kept, report.dropped)
+        reports.append(report)
+    return reports

@@ -9,6 +9,11 @@ seven places. Nothing here creates a file or reads one; callers do.
 
     ROOT/CURRENT                          id of the serving generation (retrieval.manifest)
     ROOT/history.jsonl                    every publish, for rollback
+    ROOT/backfill.json                    progress of the running embeddings backfill
+    ROOT/vectors/<version>/               vectors by passage hash, all generations (retrieval.vector_store)
+      lock                                flock: one writer per model
+      checkpoint.json                     committed segments
+      segment-000001.<part>.npy           hashes (uint64) and vectors (float32)
     ROOT/generations/<gen>/               one complete generation; hidden names are leftovers
       manifest.json                       IndexManifest: format, shard count, documents, models
       vocabulary.tsv                      surface words and document frequencies (retrieval.vocabulary)
@@ -16,8 +21,7 @@ seven places. Nothing here creates a file or reads one; callers do.
       shard-0000/lexical/trawl-lexical.json   its format, document and ballast counts
       shard-0000/vector/CURRENT           name of the vector version being served
       shard-0000/vector/<version>/lock    flock: one backfill per shard and model
-      shard-0000/vector/<version>/chunks/checkpoint.json          committed chunks
-      shard-0000/vector/<version>/chunks/chunk-000001.<part>.npy  docs, rows, vectors
+      shard-0000/vector/<version>/passages.npy   passage hashes its vectors use (GC roots)
       shard-0000/vector/<version>/index/  a saved VectorShard (retrieval.vector):
         manifest.json                     format, model id, dim, counts, HNSW params
         hnsw.bin                          hnswlib index (vectors included)
@@ -25,7 +29,8 @@ seven places. Nothing here creates a file or reads one; callers do.
 
 A generation directory is itself an index: everything below ``<gen>/`` is what
 ``build_index`` writes to a bare output directory, so the generation-level helpers take
-the generation's path, not the root.
+the generation's path, not the root. A bare index directory is its own root for the
+vector store (:func:`store_root`).
 """
 
 from __future__ import annotations
@@ -38,6 +43,7 @@ __all__ = [
     "CURRENT",
     "MANIFEST",
     "backfill_lock",
+    "backfill_progress_file",
     "checkpoint_file",
     "chunk_file",
     "chunk_name",
@@ -54,10 +60,18 @@ __all__ = [
     "lexical_dir",
     "lexical_manifest",
     "manifest_file",
+    "passages_file",
+    "segment_file",
+    "segment_name",
+    "segment_number",
     "shard_dir",
+    "store_lock",
+    "store_root",
     "vector_index_dir",
     "vector_pointer",
     "vector_root",
+    "vector_store_dir",
+    "vector_stores_dir",
     "version_dir",
     "version_name",
     "vocabulary_file",
@@ -88,6 +102,51 @@ def generations_dir(root: Path) -> Path:
 
 def generation_dir(root: Path, generation: str) -> Path:
     return generations_dir(root) / generation
+
+
+def backfill_progress_file(root: Path) -> Path:
+    """Written by a running backfill, read by the service (``/healthz``, home page)."""
+    return Path(root) / "backfill.json"
+
+
+def store_root(index_dir: Path) -> Path:
+    """The root whose vector store serves ``index_dir``: its index root when it is a
+    generation under one, else the directory itself."""
+    index_dir = Path(index_dir)
+    parent = index_dir.parent
+    if parent.name == generations_dir(parent.parent).name:
+        return parent.parent
+    return index_dir
+
+
+# -- the vector store --------------------------------------------------------------------
+
+
+def vector_stores_dir(root: Path) -> Path:
+    return Path(root) / "vectors"
+
+
+def vector_store_dir(root: Path, model_id: str) -> Path:
+    """Vectors of one model by passage hash, shared by every generation of the root."""
+    return vector_stores_dir(root) / version_name(model_id)
+
+
+def store_lock(store_path: Path) -> Path:
+    return Path(store_path) / "lock"
+
+
+def segment_name(number: int) -> str:
+    return f"segment-{number:06d}"
+
+
+def segment_number(name: str) -> int:
+    """``segment-000012`` → 12."""
+    return int(name.split("-")[1])
+
+
+def segment_file(store_path: Path, name: str, part: str) -> Path:
+    """One array of a segment; ``part`` is ``hashes`` or ``vectors``."""
+    return Path(store_path) / f"{name}.{part}.npy"
 
 
 # -- one generation (or a bare index directory) ------------------------------------------
@@ -148,6 +207,11 @@ def vector_index_dir(version_path: Path) -> Path:
 
 def backfill_lock(version_path: Path) -> Path:
     return Path(version_path) / "lock"
+
+
+def passages_file(version_path: Path) -> Path:
+    """Passage hashes (uint64, one per vector row) the version's index was built from."""
+    return Path(version_path) / "passages.npy"
 
 
 def chunks_dir(version_path: Path) -> Path:
