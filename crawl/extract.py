@@ -7,6 +7,14 @@ done with cheap structural rules instead: links are taken from the whole page fi
 scripts and styles are removed and the text of ``<main>``/``<article>`` (or the body)
 is kept. lexbor follows the HTML5 parsing algorithm, so broken markup parses the way
 a browser would.
+
+Text keeps inline markup together: ``<span>asyncio.</span><span>set_event_loop</span>``
+reads ``asyncio.set_event_loop`` as a browser shows it. lexbor's ``text()`` knows no
+block/inline distinction, so before parsing one regex pass (C speed, no per-node
+Python) puts a space in front of every block-level tag; text is then joined with no
+separator and whitespace runs collapse. Permalink anchors (Sphinx's ``a.headerlink``
+"¶", GitHub-style heading anchors) are removed with the boilerplate, and stray
+permalink glyphs are dropped from the text.
 """
 
 from __future__ import annotations
@@ -41,8 +49,25 @@ _BOILERPLATE = [
 _BOILERPLATE_ROLES = (
     '[role="navigation"], [role="banner"], [role="contentinfo"], [role="complementary"], [aria-hidden="true"]'
 )
-_BOILERPLATE_SELECTOR = ", ".join(_BOILERPLATE) + ", " + _BOILERPLATE_ROLES
+_PERMALINKS = "a.headerlink, a.anchor, a.anchorjs-link, a.heading-anchor, a.header-anchor, a.permalink"
+"""Heading/definition self-links that generators add (Sphinx, MkDocs, Jekyll, VuePress)."""
+_BOILERPLATE_SELECTOR = ", ".join(_BOILERPLATE) + ", " + _BOILERPLATE_ROLES + ", " + _PERMALINKS
 """One selector, one tree walk, instead of ``strip_tags`` plus a second query."""
+_BEFORE_BLOCK = re.compile(
+    r"<(?=/?(?:a(?:ddress|rticle|side)|b(?:lockquote|ody|r)|caption|d(?:[dlt]|etails|ialog|iv)"
+    r"|f(?:ieldset|igcaption|igure|ooter|orm)|h(?:[1-6r]|eader)|img|li|main|nav|o(?:l|ption)|p(?:re)?"
+    r"|s(?:ection|ummary)|t(?:able|body|[dhr]|foot|head)|ul)\b)"
+)
+"""Where a block starts or ends the text gets a word break; inline tags get none.
+
+Written as a trie of lower-case names: the regex engine then tries one branch per
+``<`` instead of forty, and the pass costs ~0.7 ms on an 86 kB page (a plain
+case-insensitive alternation costs 2.9 ms, most of the parse)."""
+_BEFORE_BLOCK_ANY_CASE = re.compile(_BEFORE_BLOCK.pattern, re.IGNORECASE)
+_UPPER_CASE_TAGS = ("<HTML", "<HEAD", "<BODY", "<TITLE", "<META", "<P>", "<DIV", "<TABLE", "<BR")
+"""Probes, on the page's first kilobytes, for pages written in upper-case tags (old HTML)."""
+_GLYPHS = ("\u00b6", "\U0001f517")
+"""Permalink glyphs (pilcrow, link symbol) that are not content wherever they appear."""
 _TIME_META = {
     "article:published_time": "published",
     "og:published_time": "published",
@@ -86,6 +111,22 @@ def _clean(text: str | None) -> str:
     return " ".join(text.split()) if text else ""
 
 
+def _with_block_breaks(html: str) -> str:
+    head = html[:4096]
+    upper = any(probe in head for probe in _UPPER_CASE_TAGS)
+    return (_BEFORE_BLOCK_ANY_CASE if upper else _BEFORE_BLOCK).sub(" <", html)
+
+
+def _clean_content(text: str | None) -> str:
+    """Like :func:`_clean`, and drop permalink glyphs (``str.replace`` runs at memchr speed)."""
+    if not text:
+        return ""
+    for glyph in _GLYPHS:
+        if glyph in text:
+            text = text.replace(glyph, " ")
+    return " ".join(text.split())
+
+
 def _parse_time(value: str) -> float | None:
     value = value.strip()
     if not value:
@@ -114,7 +155,7 @@ def _robots_directives(tree: LexborHTMLParser, header: str) -> tuple[bool, bool]
 
 def parse_html(html: str, url: str, *, x_robots_tag: str = "", max_links: int = 10_000) -> ParsedPage:
     """Extract a page; ``url`` is the canonical URL it was fetched from (base for links)."""
-    tree = LexborHTMLParser(html)
+    tree = LexborHTMLParser(_with_block_breaks(html))
     head_base = tree.css_first("base[href]")
     base = canonicalize_url(head_base.attributes.get("href") or "", base=url) if head_base else ""
     base = base or url
@@ -178,9 +219,9 @@ def parse_html(html: str, url: str, *, x_robots_tag: str = "", max_links: int = 
 
     for node in tree.css(_BOILERPLATE_SELECTOR):
         node.decompose()
-    headings = tuple(text for text in (_clean(h.text()) for h in tree.css("h1, h2, h3")) if text)
+    headings = tuple(text for text in (_clean_content(h.text()) for h in tree.css("h1, h2, h3")) if text)
     main = _main_node(tree)
-    body = _clean(main.text(separator=" ")) if main is not None else ""
+    body = _clean_content(main.text()) if main is not None else ""
     if not title and headings:
         title = headings[0]
     return ParsedPage(

@@ -2,6 +2,7 @@
 
 The docstore (``DIR/docs``) is the only seam between the crawler and the index; the
 link graph (``DIR/links``) gives each page the anchor texts of links pointing to it.
+Titles lose their host's site-name suffix (``retrieval.titles``) on the way.
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ from core.docstore import DocStore
 from core.errors import ConfigError
 from core.linkgraph import LinkGraphStore, anchors_by_target
 from core.types import Document
+from retrieval.titles import site_suffix, without_suffix
 
 MAX_ANCHORS_PER_DOC = 200
 
@@ -31,14 +33,28 @@ def crawled_documents(data_dir: Path) -> Iterator[Document]:
     pagerank = page_ranks(data_dir)
     if layout.links.exists():
         anchors = anchors_by_target(LinkGraphStore(layout.links).read_edges())
+    suffixes = host_suffixes(store)
     for doc in store.iter_documents():
         updates: dict[str, object] = {}
+        suffix = suffixes.get(doc.host, "")
+        if suffix and doc.title.endswith(suffix):
+            updates["title"] = without_suffix(doc.title, suffix)
         inbound = anchors.get(doc.url)
         if inbound:
             updates["anchors"] = tuple(inbound[:MAX_ANCHORS_PER_DOC])
         if doc.url in pagerank:
             updates["pagerank"] = pagerank[doc.url]
         yield dataclasses.replace(doc, **updates) if updates else doc  # type: ignore[arg-type]
+
+
+def host_suffixes(store: DocStore) -> dict[str, str]:
+    """The site-name title suffix of each host that has one (one pass over two columns)."""
+    frame = store.latest_frame(["host", "title"])
+    titles: dict[str, list[str]] = {}
+    for host, title in zip(frame["host"].to_list(), frame["title"].to_list(), strict=True):
+        titles.setdefault(host or "", []).append(title or "")
+    found = {host: site_suffix(group) for host, group in titles.items()}
+    return {host: suffix for host, suffix in found.items() if suffix}
 
 
 def page_ranks(data_dir: Path) -> dict[str, float]:

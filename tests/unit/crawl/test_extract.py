@@ -2,7 +2,15 @@
 
 from __future__ import annotations
 
+import html as html_lib
+import re
+from pathlib import Path
+
+import pytest
+
 from crawl.extract import Link, parse_html
+from retrieval.snippets import make_snippet
+from retrieval.tokenizer import stem
 
 PAGE = """<!doctype html><html lang="en-GB"><head>
 <title> The  Title </title>
@@ -70,3 +78,44 @@ def test_title_falls_back_to_first_heading() -> None:
 def test_link_budget() -> None:
     html = "".join(f"<a href='/p{i}'>p{i}</a>" for i in range(50))
     assert len(parse_html(html, "http://a.com/", max_links=10).links) == 10
+
+
+def test_inline_markup_stays_together_and_blocks_break() -> None:
+    html = (
+        "<main><h2>Loops<a class='headerlink' href='#loops'>¶</a></h2>"
+        "<dl><dt><span class='pre'>asyncio.</span><span class='n'>set_event_loop</span>"
+        "<span>(</span><em>loop</em><span>)</span><a class='headerlink' href='#x'>¶</a></dt>"
+        "<dd><p>Set <em>loop</em> as current.</p></dd></dl><P>Upper</P><div>a</div><div>b<br>c</div>"
+        "<table><tr><td>1</td><td>2</td></tr></table><p>Glyph ¶ gone</p></main>"
+    )
+    page = parse_html(html, "http://a.com/")
+    assert page.body == "Loops asyncio.set_event_loop(loop) Set loop as current. Upper a b c 1 2 Glyph gone"
+    assert page.headings == ("Loops",)
+
+
+DEMO = Path("/usr/share/doc/python3.11/html")
+
+
+@pytest.mark.skipif(not DEMO.exists(), reason="python3.11-doc is not installed")
+def test_demo_pages_have_clean_body_text_and_snippets() -> None:
+    """Real Sphinx pages: no pilcrows, signatures read as written, in body and snippet."""
+    signatures = {
+        "library/asyncio-eventloop.html": ["asyncio.set_event_loop(loop)", "asyncio.get_running_loop()"],
+        "library/json.html": ["json.dumps(obj,"],
+        "library/pathlib.html": ["Path.glob(pattern)"],
+    }
+    for page_path in sorted(DEMO.rglob("*.html"))[:400]:
+        page = parse_html(
+            page_path.read_text(encoding="utf-8", errors="replace"), f"http://h/{page_path.name}"
+        )
+        assert "¶" not in page.body and all("¶" not in h for h in page.headings), page_path
+    for relative, expected in signatures.items():
+        page = parse_html((DEMO / relative).read_text(encoding="utf-8"), f"http://h/{relative}")
+        for text in expected:
+            assert text in page.body, (relative, text)
+            words = re.findall(r"[^\W_]+", text.split("(")[0].rsplit(".", 1)[-1])
+            marked = make_snippet(page.body, {stem(w) for w in words}, words, max_chars=400)
+            snippet = html_lib.unescape(marked.replace("<mark>", "").replace("</mark>", ""))
+            assert "¶" not in snippet and " ( " not in snippet
+            assert text.split("(")[0] + "(" in snippet, (relative, snippet)
+        assert " ( " not in page.body and " . " not in page.body.replace(" . . ", "")
