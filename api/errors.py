@@ -22,6 +22,7 @@ from core.errors import (
     AdminDisabled,
     AdminKeyRejected,
     BadClick,
+    BadParameter,
     ConfigError,
     DocumentNotFound,
     ExperimentsDisabled,
@@ -36,6 +37,7 @@ logger = logging.getLogger(__name__)
 HTTP_ERRORS: Mapping[type[TrawlError], tuple[int, str]] = {
     ConfigError: (400, "bad_request"),
     QueryError: (400, "bad_query"),
+    BadParameter: (400, "bad_parameter"),
     BadClick: (400, "bad_click"),
     DocumentNotFound: (404, "not_found"),
     UnknownImpression: (404, "unknown_impression"),

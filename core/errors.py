@@ -6,6 +6,7 @@
     ├─ ConfigError                                          → 400 bad_request
     ├─ CrawlError ── FetchError(url, reason) · RobotsDenied · OutOfScope · TooLarge
     ├─ QueryError                                           → 400 bad_query
+    │  ├─ BadParameter                                      → 400 bad_parameter
     │  ├─ BadClick                                          → 400 bad_click
     │  ├─ DocumentNotFound                                  → 404 not_found
     │  └─ UnknownImpression                                 → 404 unknown_impression
@@ -89,6 +90,10 @@ class AdminDisabled(AdminDenied):
 
 class BodyTooLarge(TrawlError):
     """A streamed request body went past the limit (no Content-Length was sent)."""
+
+class BadParameter(QueryError):
+    """A request parameter is not a value the API takes (out of range, not a whole number)."""
+
 
 
 class IndexStateError(TrawlError):

@@ -29,6 +29,11 @@ class SearchSettings(BaseModel):
     default_page_size: int = Field(10, ge=1, le=100)
     max_page_size: int = Field(50, ge=1, le=1000)
     max_page: int = Field(100, ge=1)
+    max_cursor_depth: int = Field(10_000, ge=1)
+    """Deepest result a cursor reaches (each page ranks this deep on every shard)."""
+    cursor_key: SecretStr | None = None
+    """Secret that signs cursors (shared by every process of a deployment); None: a random key
+    created under the index root on first start."""
     max_query_chars: int = Field(2048, ge=16)
     """Longer queries are cut to this many characters (a parse, not an error)."""
     max_query_terms: int = Field(64, ge=1)

@@ -143,5 +143,10 @@ def parse_query(raw: str, *, max_chars: int = 2048, max_terms: int = 64) -> Quer
         filetype=filetype,
     )
     if query.is_empty and not (site or lang or filetype):
+        if excluded:
+            raise QueryError(
+                "A query needs at least one word to look for: -word only excludes results; "
+                "add a word to search for."
+            )
         raise QueryError("The query is empty: type one or more words to search for.")
     return query

@@ -109,6 +109,11 @@ def backfill_progress_file(root: Path) -> Path:
     return Path(root) / "backfill.json"
 
 
+def cursor_key_file(root: Path) -> Path:
+    """The secret that signs deep-paging cursors (retrieval.cursor), created on first start."""
+    return Path(root) / "cursor.key"
+
+
 def store_root(index_dir: Path) -> Path:
     """The root whose vector store serves ``index_dir``: its index root when it is a
     generation under one, else the directory itself."""

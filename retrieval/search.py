@@ -27,18 +27,18 @@ from typing import Any, Self
 import numpy as np
 from numpy.typing import NDArray
 
-from core.errors import QueryError
+from core.errors import BadParameter, QueryError
 from core.settings import SearchSettings
 from core.types import DocId, Hit, Query, ScoredDoc, SearchResponse
 from retrieval.analyzer import normalize_filetype, normalize_lang, normalize_site, parse_query
 from retrieval.broker import Gathered, ShardBackend
 from retrieval.cache import TtlLruCache
-from retrieval.cursor import Cursor
+from retrieval.cursor import Cursor, CursorCodec
 from retrieval.generation import Generation, GenerationSet
 from retrieval.hybrid import Candidate
 from retrieval.layout import vocabulary_file
 from retrieval.lexical import StoredDoc
-from retrieval.ranking import Bm25Stage, ConvexStage, RankContext, RankStage, RrfStage
+from retrieval.ranking import Bm25Stage, ConvexStage, DenseStage, RankContext, RankStage, RrfStage
 from retrieval.snippets import SnippetMatcher, make_snippet
 from retrieval.spelling import SpellerCache
 from retrieval.synonyms import Synonyms
@@ -104,6 +104,7 @@ class SearchService:
         self.encoder_model = encoder_model
         self.stages: dict[str, RankStage] = {
             "bm25": Bm25Stage(),
+            "dense": DenseStage(),
             "hybrid-rrf": RrfStage(settings.rrf_k),
             "hybrid": ConvexStage(settings.hybrid_weight),
         }
@@ -116,6 +117,7 @@ class SearchService:
             max_distance=settings.spell_max_distance,
         )
         self.synonyms = Synonyms.load(settings.synonyms_file) if settings.synonyms_file else None
+        self.cursors = CursorCodec.for_index(generations.index, settings)
 
     @classmethod
     def open(
@@ -193,11 +195,11 @@ class SearchService:
         page = 1 if page is None else page
         size = s.default_page_size if size is None else size
         if page < 1 or page > s.max_page:
-            raise QueryError(
+            raise BadParameter(
                 f"page={page} is out of range; use 1 to {s.max_page} (or a cursor to go deeper)."
             )
         if size < 1 or size > s.max_page_size:
-            raise QueryError(f"size={size} is out of range; use 1 to {s.max_page_size}.")
+            raise BadParameter(f"size={size} is out of range; use 1 to {s.max_page_size}.")
         return PageRequest((page - 1) * size, size)
 
     def parse(
@@ -289,7 +291,7 @@ class SearchService:
             candidates,
             explanations,
             lexical_total + vector_only,
-            exhausted,
+            exhausted and len(ranked) <= depth,  # entries cut off at depth are still to come
             all_gathered,
             fetched,
         )
@@ -377,7 +379,7 @@ class SearchService:
         started = time.perf_counter()
         self.generations.refresh()
         if cursor:
-            pinned = Cursor.decode(cursor)
+            pinned = self.cursors.decode(cursor)
             generation = self.generations.get(pinned.generation)
             if generation is None:
                 raise QueryError(
@@ -424,8 +426,8 @@ class SearchService:
         missing_vector = sorted({s for g in ranked.gathered for s in g.missing_vector})
         has_more = depth < ranked.total and not (ranked.exhausted and depth >= len(ranked.ranked))
         next_cursor = (
-            Cursor(generation.id, raw, stage.name, depth, request.size).encode()
-            if has_more and hits
+            self.cursors.encode(Cursor(generation.id, raw, stage.name, depth, request.size))
+            if has_more and hits and depth + request.size <= self.settings.max_cursor_depth
             else None
         )
         response = SearchResponse(

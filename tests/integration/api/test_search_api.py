@@ -60,7 +60,7 @@ def test_page_markup_never_reaches_results(client: httpx.Client) -> None:
         ({"q": "x", "site": "exa mple"}, 400, "bad_query"),
         ({"q": "x", "page": "0"}, 400, "bad_parameter"),
         ({"q": "x", "page": "abc"}, 400, "bad_parameter"),
-        ({"q": "x", "size": "1000"}, 400, "bad_query"),
+        ({"q": "x", "size": "1000"}, 400, "bad_parameter"),
         ({"q": "x", "sort": "date"}, 400, "bad_query"),
         ({"q": "lang:klingon-tongue"}, 400, "bad_query"),
     ],

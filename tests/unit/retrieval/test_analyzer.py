@@ -67,7 +67,7 @@ def test_long_query_is_cut_not_refused() -> None:
     [
         ("", "The query is empty: type one or more words to search for."),
         ("   \x00 ", "The query is empty: type one or more words to search for."),
-        ("-only -exclusions", "The query is empty: type one or more words to search for."),
+        ("-only -exclusions", "A query needs at least one word to look for: -word only excludes results"),
         ("lang:english", "lang:english is not a language code; use an ISO 639-1 code such as lang:en."),
         ("filetype:p/df x", "filetype:p/df is not a file extension; write it like filetype:pdf."),
         ("site:exa mple", "site:exa is not a valid host name"),

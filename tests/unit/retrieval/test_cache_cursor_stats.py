@@ -1,12 +1,15 @@
 from __future__ import annotations
 
+import base64
+import json
 import time
+from pathlib import Path
 
 import pytest
 
 from core.errors import QueryError
 from retrieval.cache import TtlLruCache
-from retrieval.cursor import Cursor
+from retrieval.cursor import Cursor, CursorCodec, load_or_create_key
 from retrieval.stats import bm25_idf, plan_ballast
 
 
@@ -22,12 +25,60 @@ def test_cache_is_lru_and_expires() -> None:
     assert (cache.hits, cache.misses) == (3, 2)
 
 
+def codec(secret: bytes = b"k" * 32) -> CursorCodec:
+    return CursorCodec(secret, max_size=50, max_depth=10_000)
+
+
+def forged(payload: dict[str, object], secret: bytes = b"k" * 32) -> str:
+    """A cursor with any payload, correctly signed: what a leaked key would allow."""
+    raw = json.dumps(payload).encode()
+    mac = codec(secret)._mac(str(payload["g"]), raw)
+    return f"{base64.urlsafe_b64encode(raw).decode()}.{base64.urlsafe_b64encode(mac).decode()}"
+
+
 def test_cursor_round_trip_and_garbage() -> None:
     cursor = Cursor("g1", 'heat "flow"', "hybrid", 30, 10)
-    assert Cursor.decode(cursor.encode()) == cursor
-    for bad in ("", "%%%", "e30", Cursor("g", "q", "r", -1, 10).encode(), "x" * 9000):
+    assert codec().decode(codec().encode(cursor)) == cursor
+    unsigned = base64.urlsafe_b64encode(b'{"g":"g1","q":"x","r":"bm25","o":10,"s":10}').decode()
+    for bad in ("", "%%%", "e30", "x" * 9000, unsigned, unsigned + ".AAAA"):
         with pytest.raises(QueryError, match="cursor"):
-            Cursor.decode(bad)
+            codec().decode(bad)
+
+
+def test_cursor_is_bound_to_its_key_and_generation() -> None:
+    token = codec().encode(Cursor("g1", "heat", "bm25", 10, 10))
+    with pytest.raises(QueryError, match="not made by this service or was altered"):
+        codec(b"other" * 8).decode(token)
+    payload, mac = token.split(".")
+    data = json.loads(base64.urlsafe_b64decode(payload + "=="))
+    for change in ({"s": 1_000_000}, {"g": "g2"}, {"o": 20}):
+        raw = base64.urlsafe_b64encode(json.dumps({**data, **change}).encode()).decode()
+        with pytest.raises(QueryError, match="altered"):
+            codec().decode(f"{raw}.{mac}")
+
+
+@pytest.mark.parametrize(
+    ("o", "s", "message"),
+    [
+        (10, 1_000_000, "page size 1000000 is out of range"),
+        (1e308, 10, "not a whole number"),
+        (float("inf"), 10, "not a whole number"),
+        (2**63, 10, "depth 9223372036854775808 is out of range"),
+        (10**18, 10, "out of range"),
+        (-10, 10, "out of range"),
+        (True, 10, "not a whole number"),
+        (15, 10, "not a whole number of pages"),
+    ],
+)
+def test_signed_cursor_is_still_held_to_the_caps(o: object, s: object, message: str) -> None:
+    with pytest.raises(QueryError, match=message):
+        codec().decode(forged({"g": "g1", "q": "x", "r": "bm25", "o": o, "s": s}))
+
+
+def test_cursor_key_is_created_once_under_the_index_root(tmp_path: Path) -> None:
+    first = load_or_create_key(tmp_path)
+    assert len(first) == 32 and load_or_create_key(tmp_path) == first
+    assert (tmp_path / "cursor.key").stat().st_mode & 0o077 == 0
 
 
 def test_ballast_gives_every_shard_the_collection_averages() -> None:
