@@ -1,71 +1,175 @@
-"""``trawl embed``: the embeddings backfill from the command line, with a progress bar."""
+"""``trawl embed``: the embeddings backfill from the command line, with a progress bar; ``trawl embed gc``."""
 
 from __future__ import annotations
 
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Annotated
 
 import typer
 from rich.console import Console
-from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
+from rich.progress import (
+    BarColumn,
+    MofNCompleteColumn,
+    Progress,
+    ProgressColumn,
+    Task,
+    TextColumn,
+    TimeElapsedColumn,
+    TimeRemainingColumn,
+)
+from rich.text import Text
 
 from core.settings import Settings
 
+console = Console(stderr=True)
+embed_app = typer.Typer(
+    invoke_without_command=True,
+    no_args_is_help=False,
+)
 
+
+class RateColumn(ProgressColumn):
+    """Passages per second, as rich measures it over the last updates."""
+
+    def render(self, task: Task) -> Text:
+        speed = task.finished_speed or task.speed
+        return Text(f"{speed:,.0f} passages/s" if speed else "… passages/s", style="progress.data.speed")
+
+
+@contextmanager
+def passage_progress(out: Console, label: str = "embedding") -> Iterator[Callable[[int, int], None]]:
+    """A terminal bar for a backfill: passages done of total, rate, time left.
+
+    Yields the ``on_progress(done, total)`` callback to pass to the backfill.
+    """
+    with Progress(
+        TextColumn(label),
+        BarColumn(),
+        MofNCompleteColumn(),
+        TextColumn("passages"),
+        RateColumn(),
+        TimeElapsedColumn(),
+        TextColumn("left"),
+        TimeRemainingColumn(),
+        console=out,
+    ) as progress:
+        task = progress.add_task(label, total=None)
+
+        def on_progress(done: int, total: int) -> None:
+            progress.update(task, completed=done, total=total)
+
+        yield on_progress
+
+
+@embed_app.callback()
 def embed_command(
+    ctx: typer.Context,
     index: Annotated[
-        Path | None, typer.Option("--index", help="An index directory (a generation or an index root).")
+        Path | None,
+        typer.Option("--index", help="An index directory (a generation or an index root)."),
     ] = None,
     beir: Annotated[
         Path | None,
         typer.Option("--beir", help="A BEIR collection: embeds its cached evaluation index."),
     ] = None,
+    data: Annotated[
+        Path | None,
+        typer.Option(
+            "--data",
+            help="A crawl data directory: index its docstore into a new generation of --index, "
+            "embed it, publish it.",
+        ),
+    ] = None,
+    shards: Annotated[int, typer.Option("--shards", min=1, max=256, help="Partitions (with --data).")] = 1,
     chunk_docs: Annotated[
-        int | None, typer.Option("--chunk-docs", min=1, help="Documents per checkpointed chunk.")
+        int | None, typer.Option("--chunk-docs", min=1, help="Documents per committed segment.")
     ] = None,
 ) -> None:
-    """Give every indexed document a vector for the current embedding model (resumable).
+    """Give every indexed passage a vector for the current embedding model (resumable).
 
-    Killed midway, it resumes from its last checkpoint; run again after new documents
-    are indexed and only those are embedded.
+    Vectors are kept by passage hash in the index root (ROOT/vectors/), so a new
+    generation encodes only passages that are new or changed; the rest are linked.
+    Killed midway, it resumes from its last committed segment.
+
+    --data DIR --index ROOT builds a generation from the crawl's docstore (as
+    `trawl index --data` does), embeds it and publishes it only once it has vectors,
+    so the serving generation never loses its vector search.
 
     Example: trawl embed --index data/index
+    Example: trawl embed --data data/demo/crawl --index data/demo/index
+    Then: trawl embed gc --index data/demo/index
     """
-    from retrieval.backfill import backfill_index
+    if ctx.invoked_subcommand is not None:
+        return
+    from retrieval.backfill import backfill_index, collect_garbage
     from retrieval.embed import Embedder
-    from retrieval.manifest import resolve_index
+    from retrieval.manifest import IndexRoot, resolve_index
 
-    if (index is None) == (beir is None):
-        raise typer.BadParameter("give exactly one of --index DIR or --beir DIR")
+    if sum(x is not None for x in (index, beir)) != 1:
+        raise typer.BadParameter("give exactly one of --index DIR or --beir DIR (with --data: --index ROOT)")
     settings = Settings()
-    console = Console(stderr=True)
+    root: IndexRoot | None = None
+    generation = ""
     if beir is not None:
+        if data is not None:
+            raise typer.BadParameter("--data goes with --index ROOT, not --beir")
         from training.datasets import BeirDataset
         from training.evaluate import cached_index
 
         target, _ = cached_index(BeirDataset.open(beir), settings)
+    elif data is not None:
+        from retrieval.docs_source import crawled_documents
+        from training.linkgraph import crawl_pagerank
+
+        assert index is not None
+        root = IndexRoot(index)
+        with console.status("PageRank…"):
+            crawl_pagerank(data)
+        with console.status("indexing…") as status:
+            generation = root.build(
+                crawled_documents(data),
+                shards=shards,
+                source=f"crawl:{data}",
+                on_progress=lambda n: status.update(f"indexing… {n:,} documents"),
+            )
+        target = root.path_of(generation)
+        console.print(f"built generation {generation} from {data}")
     else:
         assert index is not None
         target = resolve_index(index)
     with console.status("loading the embedding model…"):
         embedder = Embedder.from_settings(settings.embed)
     console.print(f"model {embedder.model_id} ({embedder.precision}) → {target}")
-    with Progress(
-        TextColumn("embedding"),
-        BarColumn(),
-        MofNCompleteColumn(),
-        TimeRemainingColumn(),
-        console=console,
-    ) as progress:
-        task = progress.add_task("embed", total=None)
-
-        def on_progress(done: int, total: int) -> None:
-            progress.update(task, completed=done, total=total)
-
+    with passage_progress(console) as on_progress:
         report = backfill_index(
             target, embedder, settings.embed, chunk_docs=chunk_docs, on_progress=on_progress
         )
     console.print(
-        f"{report.docs:,} documents, {report.embedded:,} embedded now, "
-        f"{report.rows:,} passage vectors in {report.version} ({report.seconds:.1f} s)"
+        f"{report.docs:,} documents: {report.encoded:,} passages encoded now, {report.linked:,} linked "
+        f"from the vector store; {report.rows:,} passage vectors in {report.version} ({report.seconds:.1f} s)"
     )
+    if root is not None:
+        root.publish(generation)
+        console.print(f"published {generation}")
+        for gc in collect_garbage(root.root):
+            if gc.dropped:
+                console.print(f"vector store: dropped {gc.dropped:,} unused vectors, kept {gc.kept:,}")
+
+
+@embed_app.command("gc")
+def embed_gc(index: Annotated[Path, typer.Option("--index", help="Index root (or a bare index).")]) -> None:
+    """Drop stored vectors that no generation of the index root uses any more.
+
+    Every complete generation under the root is retained; run it after deleting old ones.
+
+    Example: trawl embed gc --index data/index
+    """
+    from retrieval.backfill import collect_garbage
+
+    reports = collect_garbage(index)
+    if not reports:
+        console.print(f"{index} has no vector store")
+    for report in reports:
+        console.print(f"{report.model_id}: kept {report.kept:,} vectors, dropped {report.dropped:,}")
