@@ -14,7 +14,10 @@ from core.settings import Settings
 
 experiment_app = typer.Typer(
     name="experiment",
-    help="A/B ranking experiments: compare offline, report online, simulate clicks.",
+    help=(
+        "A/B ranking experiments: compare offline, report online, simulate clicks.\n\n"
+        "Example: trawl experiment compare --a bm25 --b hybrid --dataset ../shared/data/eval/cranfield"
+    ),
     no_args_is_help=True,
 )
 
@@ -34,7 +37,9 @@ def compare_command(
     resamples: Annotated[
         int, typer.Option("--resamples", min=100, help="Bootstrap/permutation draws.")
     ] = 10_000,
-    seed: Annotated[int, typer.Option("--seed")] = 0,
+    seed: Annotated[
+        int, typer.Option("--seed", help="Seed of the resampling tests (same seed, same p-values).")
+    ] = 0,
 ) -> None:
     """Paired comparison of rankers on judged collections: deltas, bootstrap CI, randomization and t tests.
 
@@ -98,9 +103,11 @@ def simulate_command(
     model: Annotated[
         str, typer.Option("--model", help="perfect, navigational or informational.")
     ] = "navigational",
-    power: Annotated[float, typer.Option("--power", min=0.5, max=0.99)] = 0.8,
+    power: Annotated[
+        float, typer.Option("--power", min=0.5, max=0.99, help="Chance of detecting the difference.")
+    ] = 0.8,
     reps: Annotated[int, typer.Option("--reps", min=10, help="Simulated experiments to check power.")] = 100,
-    seed: Annotated[int, typer.Option("--seed")] = 0,
+    seed: Annotated[int, typer.Option("--seed", help="Seed of the simulated users' clicks.")] = 0,
     as_json: Annotated[bool, typer.Option("--json", help="Print exactly one JSON object on stdout.")] = False,
 ) -> None:
     """Size an experiment: impressions needed for p < 0.05 by interleaving vs A/B under a cascade click model.

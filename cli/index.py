@@ -12,7 +12,10 @@ from rich.table import Table
 
 console = Console(stderr=True)
 index_app = typer.Typer(
-    help="Build index generations and choose which one serves.",
+    help=(
+        "Build index generations and choose which one serves.\n\n"
+        "Example: trawl index --data data/demo/crawl --index data/demo/index"
+    ),
     invoke_without_command=True,
     no_args_is_help=False,
 )

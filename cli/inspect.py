@@ -11,6 +11,8 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
+from core.crawldir import CrawlDir
+from core.errors import ConfigError
 from core.settings import Settings
 from crawl.inspect import inspect_url
 
@@ -23,11 +25,15 @@ def inspect_command(
         Path | None, typer.Option("--index", help="Index root: also say whether and where it is indexed.")
     ] = None,
 ) -> None:
-    """Explain what the crawl knows about URL: canonical form, robots, state, history, duplicates,
-    and (with --index) whether it is in the serving generation and in which shard.
+    """Explain what the crawl knows about one URL.
 
-    Example: trawl inspect "http://127.0.0.1:8000/library/os.html?utm_source=x" --data data/crawl
+    Its canonical form, the robots.txt decision, its crawl state and fetch history, its
+    duplicates, and (with --index) whether it is in the serving generation and in which shard.
+
+    Example: trawl inspect "http://127.0.0.1:8099/library/os.html?utm_source=x" --data data/demo/crawl
     """
+    if not CrawlDir(data).db.exists():
+        raise ConfigError(f"{data} is not a crawl data directory (no {CrawlDir(data).db.name} in it).")
     report = inspect_url(url, data, user_agent=Settings().crawl.user_agent)
     indexed = _indexed(report.canonical_url, index) if index is not None and report.canonical_url else None
     if json_out:

@@ -16,17 +16,22 @@ import typer
 from rich.console import Console
 
 from cli import crawl, dataset, demo, embed, evaluate, experiment, index, inspect, search, serve, train
+from cli.help import hide_flag_types
 from core.errors import TrawlError
 from core.logging import configure_logging
 
 app = typer.Typer(
     name="trawl",
-    help="Trawl: crawl, index, evaluate and serve a web search engine.",
+    help=(
+        "Trawl: crawl, index, evaluate and serve a web search engine.\n\n"
+        "Example: trawl demo   (crawls the local Python docs, indexes them and serves http://127.0.0.1:8000/)"
+    ),
     no_args_is_help=True,
     add_completion=False,
     pretty_exceptions_enable=False,
 )
 console = Console(stderr=True)
+hide_flag_types()
 
 
 @app.callback()

@@ -2,13 +2,16 @@
 
 from __future__ import annotations
 
+import html
 import json
+import re
 import sys
 from pathlib import Path
 from typing import Annotated
 
 import typer
 from rich.console import Console
+from rich.text import Text
 
 from core.settings import Settings
 
@@ -18,15 +21,17 @@ def search_command(
         str, typer.Argument(help='The query, with operators: "phrase" -term site: lang: filetype:')
     ],
     index: Annotated[Path, typer.Option("--index", help="Index root (or one generation directory).")],
-    page: Annotated[int, typer.Option("--page", min=1)] = 1,
-    size: Annotated[int, typer.Option("--size", min=1)] = 10,
+    page: Annotated[int, typer.Option("--page", min=1, help="Result page, from 1.")] = 1,
+    size: Annotated[int, typer.Option("--size", min=1, help="Results per page.")] = 10,
     ranker: Annotated[
         str | None, typer.Option("--ranker", help="bm25, hybrid-rrf, hybrid, ltr (default: best)")
     ] = None,
     explain: Annotated[
         bool, typer.Option("--explain", help="Show why each result ranks where it does.")
     ] = False,
-    as_json: Annotated[bool, typer.Option("--json")] = False,
+    as_json: Annotated[
+        bool, typer.Option("--json", help="Print the API's JSON response on stdout instead of a list.")
+    ] = False,
 ) -> None:
     """Search an index from the terminal.
 
@@ -43,10 +48,41 @@ def search_command(
         return
     out = Console()
     out.print(
-        f"{response.total:,} results · {response.took_ms:.1f} ms · {response.ranker} · {response.generation}"
+        f"{response.total:,} results · {response.took_ms:.1f} ms · {response.ranker} · {response.generation}",
+        markup=False,
+        highlight=False,
     )
     for rank, hit in enumerate(response.hits, start=response.size * (response.page - 1) + 1):
-        out.print(f"[bold]{rank}. {hit.title}[/bold]  ({hit.score:.3f})", markup=True, highlight=False)
-        out.print(f"   {hit.url}\n   {hit.snippet}", markup=False, highlight=False)
+        out.print(result_text(rank, hit.title, hit.score, hit.url, hit.snippet), highlight=False)
         if explain and hit.explain:
             out.print("   " + json.dumps(hit.explain, default=str), markup=False, highlight=False)
+
+
+_MARK = re.compile(r"<mark>(.*?)</mark>", re.DOTALL)
+
+
+def snippet_text(snippet: str, *, style: str = "bold yellow") -> Text:
+    """A result snippet (HTML-escaped text with ``<mark>``) as terminal text.
+
+    Only our own ``<mark>`` tags become styling; everything else is unescaped to the
+    characters it stands for and is never read as Rich markup.
+    """
+    text = Text()
+    cursor = 0
+    for match in _MARK.finditer(snippet):
+        text.append(html.unescape(snippet[cursor : match.start()]))
+        text.append(html.unescape(match.group(1)), style=style)
+        cursor = match.end()
+    text.append(html.unescape(snippet[cursor:]))
+    return text
+
+
+def result_text(rank: int, title: str, score: float, url: str, snippet: str) -> Text:
+    """One result as three lines of terminal text (title bold, URL dim, snippet highlighted)."""
+    text = Text()
+    text.append(f"{rank}. {title}", style="bold")
+    text.append(f"  ({score:.3f})\n   ")
+    text.append(url, style="dim")
+    text.append("\n   ")
+    text.append_text(snippet_text(snippet))
+    return text

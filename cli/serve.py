@@ -12,13 +12,18 @@ from rich.console import Console
 from core.settings import Settings
 
 console = Console(stderr=True)
-shard_app = typer.Typer(help="Run one shard as its own process.", no_args_is_help=True)
+shard_app = typer.Typer(
+    help="Run one shard as its own process.\n\nExample: trawl shard serve --index data/index --shard 0 --port 9001",
+    no_args_is_help=True,
+)
 
 
 def serve_command(
     index: Annotated[Path, typer.Option("--index", help="Index root (or one generation directory).")],
-    host: Annotated[str, typer.Option("--host")] = "127.0.0.1",
-    port: Annotated[int, typer.Option("--port", min=0, max=65535)] = 8000,
+    host: Annotated[
+        str, typer.Option("--host", help="Address to listen on (0.0.0.0: every interface).")
+    ] = "127.0.0.1",
+    port: Annotated[int, typer.Option("--port", min=0, max=65535, help="Port to listen on.")] = 8000,
     shards: Annotated[
         str | None,
         typer.Option("--shards", help="Remote shards: URL,URL,… (replicas of one shard joined by |)."),
@@ -58,8 +63,8 @@ def serve_command(
 def shard_serve(
     index: Annotated[Path, typer.Option("--index", help="Index root (or one generation directory).")],
     shard: Annotated[int, typer.Option("--shard", min=0, help="Which shard of the generation.")],
-    host: Annotated[str, typer.Option("--host")] = "127.0.0.1",
-    port: Annotated[int, typer.Option("--port", min=0, max=65535)] = 9001,
+    host: Annotated[str, typer.Option("--host", help="Address to listen on.")] = "127.0.0.1",
+    port: Annotated[int, typer.Option("--port", min=0, max=65535, help="Port to listen on.")] = 9001,
     delay_ms: Annotated[
         float, typer.Option("--delay-ms", min=0, help="Slow every answer (fault drills).")
     ] = 0.0,

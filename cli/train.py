@@ -34,7 +34,10 @@ ProgressFn = Callable[[str, int, int], None]
 __all__ = ["train_app"]
 
 console = Console(stderr=True)
-train_app = typer.Typer(help="Train ranking models.", no_args_is_help=True)
+train_app = typer.Typer(
+    help="Train ranking models.\n\nExample: trawl train ltr --dataset ../shared/data/eval/cranfield --out models/ltr",
+    no_args_is_help=True,
+)
 
 
 def _progress() -> tuple[Progress, ProgressFn]:

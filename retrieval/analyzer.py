@@ -44,14 +44,21 @@ def _strip_syntax(token: str) -> str:
 
 
 def normalize_site(value: str) -> str:
-    """``https://www.Example.org/x`` → ``example.org``; QueryError when it is not a host."""
+    """``https://www.Example.org/x`` → ``example.org``; QueryError when it is not a host.
+
+    An explicit non-default port is kept (``site:127.0.0.1:8099``): two sites on one
+    address are two sites.
+    """
     host = value.strip().lower()
     host = re.sub(r"^[a-z][a-z0-9+.-]*://", "", host)
     host = host.split("/", 1)[0].split("?", 1)[0].split("#", 1)[0]
     host = host.rsplit("@", 1)[-1]
     if host.startswith("["):
         raise QueryError(f"site:{value} is not supported: give a host name such as site:python.org.")
-    host = host.split(":", 1)[0].strip(".")
+    host, _, port = host.partition(":")
+    host = host.strip(".")
+    if port and not port.isdigit():
+        raise QueryError(f"site:{value} has a port that is not a number.")
     if host.startswith("www."):
         host = host[4:]
     try:
@@ -60,7 +67,7 @@ def normalize_site(value: str) -> str:
         raise QueryError(f"site:{value} is not a valid host name.") from exc
     if not host or not _HOST.match(host):
         raise QueryError(f"site:{value} is not a valid host name; write it like site:docs.python.org.")
-    return host
+    return f"{host}:{int(port)}" if port and int(port) not in (80, 443) else host
 
 
 def normalize_lang(value: str) -> str:

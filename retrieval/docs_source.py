@@ -33,7 +33,7 @@ def crawled_documents(data_dir: Path) -> Iterator[Document]:
     pagerank = page_ranks(data_dir)
     if layout.links.exists():
         anchors = anchors_by_target(LinkGraphStore(layout.links).read_edges())
-    suffixes = host_suffixes(store)
+    suffixes = title_suffixes_by_host(store)
     for doc in store.iter_documents():
         updates: dict[str, object] = {}
         suffix = suffixes.get(doc.host, "")
@@ -47,7 +47,7 @@ def crawled_documents(data_dir: Path) -> Iterator[Document]:
         yield dataclasses.replace(doc, **updates) if updates else doc  # type: ignore[arg-type]
 
 
-def host_suffixes(store: DocStore) -> dict[str, str]:
+def title_suffixes_by_host(store: DocStore) -> dict[str, str]:
     """The site-name title suffix of each host that has one (one pass over two columns)."""
     frame = store.latest_frame(["host", "title"])
     titles: dict[str, list[str]] = {}

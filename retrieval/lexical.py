@@ -19,6 +19,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from types import TracebackType
 from typing import Any, Self
+from urllib.parse import urlsplit
 
 import tantivy
 
@@ -132,6 +133,15 @@ def host_suffixes(host: str) -> list[str]:
     return [".".join(parts[i:]) for i in range(len(parts))]
 
 
+def explicit_port(url: str) -> int | None:
+    """The port a URL names (``site:host:port`` matches it); None for the scheme's default."""
+    try:
+        port = urlsplit(url).port
+    except ValueError:
+        return None
+    return port if port not in (None, 80, 443) else None
+
+
 class LexicalShardWriter:
     """Builds a fresh shard directory. Use as a context manager; commit happens on exit."""
 
@@ -168,6 +178,8 @@ class LexicalShardWriter:
             tdoc.add_text("external_id", doc.external_id)
         for suffix in host_suffixes(doc.host):
             tdoc.add_text("site", suffix)
+        if port := explicit_port(doc.url):
+            tdoc.add_text("site", f"{doc.host.lower().removeprefix('www.')}:{port}")
         if doc.lang:
             tdoc.add_text("lang", doc.lang.lower().split("-", 1)[0])
         if doc.filetype:
