@@ -38,7 +38,7 @@ from crawl.state import CrawlDb, HostState, NewUrl, Outcome, UrlKind, UrlStatus,
 
 logger = logging.getLogger(__name__)
 
-__all__ = ["Batch", "Feedback", "Frontier", "Lease"]
+__all__ = ["Batch", "Feedback", "Frontier", "Lease", "Politeness"]
 
 
 class _Queued(NamedTuple):
@@ -92,6 +92,37 @@ class Feedback:
 
 
 @dataclass(frozen=True, slots=True)
+class Politeness:
+    """When a host may be asked again after an exchange: the rule both frontier backends share.
+
+    ``max(min_delay, factor × response time, Crawl-delay)`` after a response; after an
+    error the backoff doubles (from ``backoff_base_s`` up to ``max_backoff_s``) and a
+    ``Retry-After`` wins when it asks for longer.
+    """
+
+    min_delay_s: float
+    response_time_factor: float
+    backoff_base_s: float
+    max_backoff_s: float
+
+    def after(self, feedback: Feedback, backoff_s: float) -> tuple[float, float]:
+        """(delay before the next request, the host's backoff now) given its backoff before."""
+        delay = 0.0
+        if feedback.requested:
+            delay = max(
+                self.min_delay_s, self.response_time_factor * feedback.response_s, feedback.crawl_delay_s
+            )
+        if feedback.error:
+            backoff_s = min(self.max_backoff_s, max(self.backoff_base_s, backoff_s * 2))
+            delay = max(delay, backoff_s)
+        elif feedback.requested:
+            backoff_s = 0.0
+        if feedback.retry_after_s is not None:
+            delay = max(delay, min(feedback.retry_after_s, self.max_backoff_s))
+        return delay, backoff_s
+
+
+@dataclass(frozen=True, slots=True)
 class Batch:
     """The crawl-state changes since the last batch, to be written in one transaction."""
 
@@ -121,13 +152,10 @@ class Frontier:
     ) -> None:
         self._db = db
         self._seen = seen
-        self._min_delay_s = min_delay_s
-        self._factor = response_time_factor
         self._max_pages = max_pages
         self._max_pages_per_host = max_pages_per_host
-        self._backoff_base_s = backoff_base_s
-        self._max_backoff_s = max_backoff_s
         self._lease_s = lease_s
+        self.politeness = Politeness(min_delay_s, response_time_factor, backoff_base_s, max_backoff_s)
         self._seq = itertools.count()
         self._queues: dict[str, list[_Queued]] = {}
         self._ready: list[tuple[float, str]] = []
@@ -359,19 +387,11 @@ class Frontier:
     def _release_host(self, host: str, feedback: Feedback) -> None:
         now = time.time()
         self._busy.discard(host)
-        delay = 0.0
-        if feedback.requested:
-            delay = max(self._min_delay_s, self._factor * feedback.response_s, feedback.crawl_delay_s)
+        delay, backoff = self.politeness.after(feedback, self._backoff.get(host, 0.0))
         if feedback.error:
-            backoff = self._backoff.get(host, 0.0)
-            backoff = min(self._max_backoff_s, max(self._backoff_base_s, backoff * 2))
-            self._backoff[host] = backoff
             self._errors[host] = self._errors.get(host, 0) + 1
-            delay = max(delay, backoff)
-        elif feedback.requested:
-            self._backoff[host] = 0.0
-        if feedback.retry_after_s is not None:
-            delay = max(delay, min(feedback.retry_after_s, self._max_backoff_s))
+        if feedback.error or feedback.requested:
+            self._backoff[host] = backoff
         if feedback.requested or delay > 0:
             self._next_allowed[host] = max(now + delay, self._next_allowed.get(host, 0.0))
             self._dirty_hosts.add(host)

@@ -12,16 +12,24 @@ from pathlib import Path
 
 from core.crawldir import CrawlDir
 from crawl.state import CrawlDb, HostHealth
+from crawl.state_pg import PgCrawlDb
 
 __all__ = ["HostHealth", "host_health"]
 
 
-def host_health(data_dir: Path, *, limit: int = 500) -> list[HostHealth]:
-    """Hosts ordered by backlog then errors; empty when the crawl has no database yet."""
+def host_health(data_dir: Path, *, limit: int = 500, frontier_url: str | None = None) -> list[HostHealth]:
+    """Hosts ordered by backlog then errors; empty when the crawl has no database yet.
+
+    ``frontier_url`` reads a PostgreSQL frontier instead of the directory's SQLite file.
+    """
     layout = CrawlDir(data_dir)
-    if not layout.exists():
+    db: CrawlDb | PgCrawlDb
+    if frontier_url:
+        db = PgCrawlDb(frontier_url, readonly=True)
+    elif not layout.exists():
         return []
-    db = CrawlDb(layout.db, readonly=True)
+    else:
+        db = CrawlDb(layout.db, readonly=True)
     try:
         hosts = db.host_health(time.time())
     finally:

@@ -1,4 +1,4 @@
-"""The seen-URL filter: an rbloom Bloom filter in front of the SQLite ``urls`` table.
+"""The seen-URL filter: an rbloom Bloom filter in front of the ``urls`` table (SQLite or PostgreSQL).
 
 Most links a crawler extracts were seen before (navigation repeats on every page), so
 the check must be cheap. A Bloom filter answers "certainly new" in O(1) with a few
@@ -18,10 +18,13 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Iterable
+from typing import TYPE_CHECKING
 
 from rbloom import Bloom
 
-from crawl.state import CrawlDb
+if TYPE_CHECKING:
+    from crawl.state import CrawlDb
+    from crawl.state_pg import PgCrawlDb
 
 logger = logging.getLogger(__name__)
 
@@ -31,7 +34,9 @@ __all__ = ["SeenUrls"]
 class SeenUrls:
     """Answers "has this canonical URL been seen?" and records new ones."""
 
-    def __init__(self, db: CrawlDb, *, capacity: int = 1_000_000, error_rate: float = 0.001) -> None:
+    def __init__(
+        self, db: CrawlDb | PgCrawlDb, *, capacity: int = 1_000_000, error_rate: float = 0.001
+    ) -> None:
         self._db = db
         self._error_rate = error_rate
         self._uncommitted: set[str] = set()

@@ -21,6 +21,9 @@ import pytest
 import uvicorn
 from hypothesis import settings as hypothesis_settings
 
+# A throwaway PostgreSQL cluster and the crawl database on both backends.
+from tests.fixtures.postgres import crawl_store, pg_cluster, pg_dsn  # noqa: F401
+
 # CI explores the same examples every run (a red build must be reproducible); run with
 # HYPOTHESIS_PROFILE=explore locally to search new ones.
 hypothesis_settings.register_profile("ci", derandomize=True, print_blob=True)

@@ -1,26 +1,34 @@
-"""Frontier scheduling: politeness per host, backoff, budgets, leases and resume from SQLite."""
+"""Frontier scheduling: politeness per host, backoff, budgets, leases and resume.
+
+Every test runs on both backends (``crawl_store``): the SQLite frontier and the
+PostgreSQL one a fleet shares.
+"""
 
 from __future__ import annotations
 
 import asyncio
 import time
-from pathlib import Path
+from collections.abc import Callable
+from typing import Any
 
 import pytest
 
-from core.crawldir import CrawlDir
 from crawl.frontier import Feedback, Frontier, Lease
+from crawl.frontier_pg import PgFrontier
+from crawl.frontier_store import FrontierApi
 from crawl.seen import SeenUrls
 from crawl.state import CrawlDb, NewUrl, Outcome, UrlStatus, UrlUpdate
+from crawl.state_pg import PgCrawlDb
 
 
-def _frontier(db: CrawlDb, **kw: float) -> Frontier:
+def _frontier(db: CrawlDb | PgCrawlDb, **kw: float) -> FrontierApi:
     options = {"min_delay_s": 0.2, "response_time_factor": 0.0, "backoff_base_s": 0.3, "max_backoff_s": 5.0}
     options.update(kw)
-    return Frontier(db, SeenUrls(db, capacity=1000), **options)  # type: ignore[arg-type]
+    kind = PgFrontier if isinstance(db, PgCrawlDb) else Frontier
+    return kind(db, SeenUrls(db, capacity=1000), **options)  # type: ignore[arg-type]
 
 
-def _add(frontier: Frontier, url: str, priority: float = 0.5) -> bool:
+def _add(frontier: FrontierApi, url: str, priority: float = 0.5) -> bool:
     host = url.split("/")[2]
     return frontier.add(NewUrl(url, host, 1, priority))
 
@@ -30,8 +38,8 @@ def _done(lease: Lease) -> UrlUpdate:
 
 
 @pytest.fixture
-def db(tmp_path: Path) -> CrawlDb:
-    return CrawlDb(CrawlDir(tmp_path).db)
+def db(crawl_store: Callable[[], Any]) -> CrawlDb | PgCrawlDb:
+    return crawl_store()  # type: ignore[no-any-return]
 
 
 def test_one_host_at_a_time_and_min_delay(db: CrawlDb) -> None:
@@ -132,7 +140,9 @@ def test_per_host_budget_records_blocked(db: CrawlDb) -> None:
     assert not _add(frontier, "http://a/3")
 
 
-def test_resume_after_crash_keeps_finished_and_returns_leased(db: CrawlDb, tmp_path: Path) -> None:
+def test_resume_after_crash_keeps_finished_and_returns_leased(
+    db: CrawlDb, crawl_store: Callable[[], Any]
+) -> None:
     async def first_run() -> None:
         frontier = _frontier(db, min_delay_s=0.0)
         for i in range(3):
@@ -146,7 +156,7 @@ def test_resume_after_crash_keeps_finished_and_returns_leased(db: CrawlDb, tmp_p
 
     asyncio.run(first_run())
     db.close()
-    reopened = CrawlDb(CrawlDir(tmp_path).db)
+    reopened = crawl_store()
 
     async def second_run() -> list[str]:
         frontier = _frontier(reopened, min_delay_s=0.0)
@@ -175,7 +185,7 @@ def test_expired_lease_returns_to_pending(db: CrawlDb) -> None:
     assert (first, again, late_ack_accepted) == ("http://a/1", "http://a/1", False)
 
 
-def test_seen_filter_is_rebuilt_from_the_table(db: CrawlDb, tmp_path: Path) -> None:
+def test_seen_filter_is_rebuilt_from_the_table(db: CrawlDb) -> None:
     frontier = _frontier(db)
     for i in range(50):
         _add(frontier, f"http://a/{i}")

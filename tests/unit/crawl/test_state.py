@@ -1,18 +1,22 @@
-"""The crawl database: typed outcomes stored as their historical texts, per-host activity."""
+"""The crawl database: typed outcomes stored as their historical texts, per-host activity.
+
+Both backends (``crawl_store``): SQLite and PostgreSQL.
+"""
 
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
-from core.crawldir import CrawlDir
 from crawl.host_health import host_health
 from crawl.state import CrawlDb, HostState, NewUrl, Outcome, UrlStatus, UrlUpdate
 
 
-def _crawl_db(root: Path) -> None:
+def _crawl_db(open_db: Callable[[], CrawlDb]) -> None:
     now = time.time()
-    db = CrawlDb(CrawlDir(root).db)
+    db = open_db()
     inserts = [NewUrl(f"http://a/{i}", "a", 1, 0.5) for i in range(6)]
     inserts.append(NewUrl("http://b/", "b", 0, 1.0, status=UrlStatus.BLOCKED, outcome=Outcome.BLOCKED))
     db.apply(inserts=inserts, leases=[], updates=[], hosts=[HostState("a", now + 5, 2.0, 3)], now=now)
@@ -31,9 +35,9 @@ def _crawl_db(root: Path) -> None:
     db.close()
 
 
-def test_outcomes_are_stored_as_the_texts_older_databases_hold(tmp_path: Path) -> None:
-    _crawl_db(tmp_path)
-    db = CrawlDb(CrawlDir(tmp_path).db)
+def test_outcomes_are_stored_as_the_texts_older_databases_hold(crawl_store: Callable[[], Any]) -> None:
+    _crawl_db(crawl_store)
+    db = crawl_store()
     try:
         assert db.status_counts() == {
             "blocked:blocked": 1,
@@ -50,10 +54,13 @@ def test_outcomes_are_stored_as_the_texts_older_databases_hold(tmp_path: Path) -
         db.close()
 
 
-def test_host_health_reads_the_activity_of_each_host(tmp_path: Path) -> None:
-    assert host_health(tmp_path) == []
-    _crawl_db(tmp_path)
-    a, b = host_health(tmp_path)
+def test_host_health_reads_the_activity_of_each_host(tmp_path: Path, crawl_store: Callable[[], Any]) -> None:
+    url = crawl_store.frontier_url  # type: ignore[attr-defined]
+    if url:
+        crawl_store().close()  # an empty PostgreSQL frontier: the schema, no rows
+    assert host_health(tmp_path, frontier_url=url) == []
+    _crawl_db(crawl_store)
+    a, b = host_health(tmp_path, frontier_url=url)
     assert (a.host, a.done, a.pending, a.failed, a.blocked, a.http_4xx, a.http_5xx) == ("a", 3, 1, 1, 1, 1, 1)
     assert (a.errors, a.backoff_s, a.fetches, a.mean_response_ms) == (3, 2.0, 5, 140.0)
     assert 4.0 < a.next_allowed_in_s <= 5.0

@@ -1,0 +1,574 @@
+"""The crawl database in PostgreSQL: one frontier shared by every crawl worker of a fleet.
+
+The same tables as the SQLite database (``crawl.state``) plus what coordination needs:
+
+* ``urls.url`` is the primary key, so an ``INSERT … ON CONFLICT DO NOTHING`` is the seen
+  check of record (each worker's Bloom filter only saves the round trip for repeats).
+* ``hosts`` rows are *leased*: a worker takes the host whose time has come with
+  ``FOR UPDATE SKIP LOCKED`` and marks it ``lease_owner``/``lease_until``, fetches one
+  URL, and releases it with the next allowed time (min delay, Crawl-delay, backoff).
+  So one request per host is in flight across the fleet and politeness is decided in
+  one place. A worker that dies leaves leases that expire: the host frees itself and
+  its leased URLs return to pending with one more attempt counted.
+* ``robots`` is shared, so a host's robots.txt is fetched once per fleet.
+* ``workers`` holds a heartbeat per worker for ``trawl crawl status``.
+
+Two connections: one for the event loop (leases, releases, robots, reads) and one for
+the batch writer thread (``apply``), each behind its own lock, so a commit never
+interleaves with a lease in one transaction.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import threading
+from collections.abc import Iterator, Sequence
+from typing import Any
+
+import psycopg
+from psycopg.rows import dict_row
+
+from crawl.state import (
+    HostHealth,
+    HostState,
+    NewUrl,
+    UrlStatus,
+    UrlUpdate,
+    _params,
+    to_signed64,
+    to_unsigned64,
+)
+
+logger = logging.getLogger(__name__)
+
+__all__ = ["FleetStatus", "PgCrawlDb", "is_postgres_url"]
+
+_SCHEMA = """
+CREATE TABLE IF NOT EXISTS urls (
+    id BIGSERIAL,
+    url TEXT PRIMARY KEY,
+    host TEXT NOT NULL,
+    kind TEXT NOT NULL DEFAULT 'page',
+    depth INTEGER NOT NULL,
+    priority DOUBLE PRECISION NOT NULL,
+    status TEXT NOT NULL,
+    outcome TEXT NOT NULL DEFAULT '',
+    discovered_at DOUBLE PRECISION NOT NULL,
+    parent TEXT NOT NULL DEFAULT '',
+    http_status INTEGER,
+    content_hash TEXT NOT NULL DEFAULT '',
+    simhash BIGINT NOT NULL DEFAULT 0,
+    etag TEXT NOT NULL DEFAULT '',
+    last_modified TEXT NOT NULL DEFAULT '',
+    last_fetch DOUBLE PRECISION,
+    next_fetch DOUBLE PRECISION,
+    interval_s DOUBLE PRECISION NOT NULL DEFAULT 0,
+    retries INTEGER NOT NULL DEFAULT 0,
+    redirects INTEGER NOT NULL DEFAULT 0,
+    fetch_count INTEGER NOT NULL DEFAULT 0,
+    change_count INTEGER NOT NULL DEFAULT 0,
+    blocked_reason TEXT NOT NULL DEFAULT '',
+    dup_of TEXT NOT NULL DEFAULT '',
+    lease_until DOUBLE PRECISION,
+    lease_owner TEXT NOT NULL DEFAULT ''
+);
+CREATE INDEX IF NOT EXISTS urls_pending ON urls(host, priority DESC, id) WHERE status = 'pending';
+CREATE INDEX IF NOT EXISTS urls_status ON urls(status);
+CREATE INDEX IF NOT EXISTS urls_dup_of ON urls(dup_of) WHERE dup_of != '';
+CREATE TABLE IF NOT EXISTS hosts (
+    seq BIGSERIAL,
+    host TEXT PRIMARY KEY,
+    next_allowed DOUBLE PRECISION NOT NULL DEFAULT 0,
+    backoff_s DOUBLE PRECISION NOT NULL DEFAULT 0,
+    errors INTEGER NOT NULL DEFAULT 0,
+    lease_owner TEXT NOT NULL DEFAULT '',
+    lease_until DOUBLE PRECISION NOT NULL DEFAULT 0
+);
+CREATE TABLE IF NOT EXISTS fetch_log (
+    url TEXT NOT NULL,
+    at DOUBLE PRECISION NOT NULL,
+    http_status INTEGER,
+    outcome TEXT NOT NULL,
+    bytes BIGINT NOT NULL,
+    elapsed_s DOUBLE PRECISION NOT NULL
+);
+CREATE INDEX IF NOT EXISTS fetch_log_url ON fetch_log(url);
+CREATE INDEX IF NOT EXISTS fetch_log_at ON fetch_log(at);
+CREATE TABLE IF NOT EXISTS robots (
+    origin TEXT PRIMARY KEY,
+    status INTEGER NOT NULL,
+    body TEXT NOT NULL,
+    fetched_at DOUBLE PRECISION NOT NULL,
+    expires_at DOUBLE PRECISION NOT NULL
+);
+CREATE TABLE IF NOT EXISTS workers (
+    worker TEXT PRIMARY KEY,
+    started_at DOUBLE PRECISION NOT NULL,
+    heartbeat_at DOUBLE PRECISION NOT NULL,
+    counters JSONB NOT NULL DEFAULT '{}'
+);
+"""
+_SCHEMA_LOCK = 7_316_016  # pg_advisory_xact_lock key: workers starting together create the schema once
+
+_INSERT_URL = (
+    "INSERT INTO urls(url, host, kind, depth, priority, status, outcome, "
+    "discovered_at, parent, redirects, blocked_reason, dup_of) "
+    "VALUES (%(url)s, %(host)s, %(kind)s, %(depth)s, %(priority)s, %(status)s, %(outcome)s, "
+    "%(now)s, %(parent)s, %(redirects)s, %(blocked_reason)s, %(dup_of)s) ON CONFLICT (url) DO NOTHING"
+)
+_INSERT_HOST = "INSERT INTO hosts(host) VALUES (%(host)s) ON CONFLICT (host) DO NOTHING"
+_LEASE_URL_ROW = (
+    "UPDATE urls SET status = 'leased', lease_until = %(until)s WHERE url = %(url)s AND status = 'pending'"
+)
+_UPDATE_URL = (
+    "UPDATE urls SET status = %(status)s, outcome = %(outcome)s, "
+    "http_status = COALESCE(%(http_status)s, http_status), "
+    "content_hash = CASE WHEN %(content_hash)s != '' THEN %(content_hash)s ELSE content_hash END, "
+    "simhash = CASE WHEN %(content_hash)s != '' THEN %(simhash)s ELSE simhash END, "
+    "etag = CASE WHEN %(fetched_flag)s THEN %(etag)s ELSE etag END, "
+    "last_modified = CASE WHEN %(fetched_flag)s THEN %(last_modified)s ELSE last_modified END, "
+    "last_fetch = COALESCE(%(last_fetch)s, last_fetch), next_fetch = %(next_fetch)s, "
+    "interval_s = CASE WHEN %(interval_s)s > 0 THEN %(interval_s)s ELSE interval_s END, "
+    "retries = %(retries)s, blocked_reason = %(blocked_reason)s, dup_of = %(dup_of)s, "
+    "fetch_count = fetch_count + %(fetched)s, change_count = change_count + %(changed)s, "
+    "lease_until = NULL, lease_owner = '' WHERE url = %(url)s "
+    # a retry already went back to pending at ``finish``; another worker may hold it by now
+    "AND NOT (%(status)s = 'pending' AND status = 'leased')"
+)
+_LOG_FETCH = (
+    "INSERT INTO fetch_log(url, at, http_status, outcome, bytes, elapsed_s) "
+    "VALUES (%(url)s, %(at)s, %(http_status)s, %(outcome)s, %(bytes)s, %(elapsed_s)s)"
+)
+_SAVE_HOST = (
+    "INSERT INTO hosts(host, next_allowed, backoff_s, errors) "
+    "VALUES (%(host)s, %(next_allowed)s, %(backoff_s)s, %(errors)s) "
+    "ON CONFLICT (host) DO UPDATE SET next_allowed = GREATEST(hosts.next_allowed, excluded.next_allowed), "
+    "backoff_s = excluded.backoff_s, errors = excluded.errors"
+)
+_LEASE_HOST = """
+UPDATE hosts SET lease_owner = %(owner)s, lease_until = %(until)s
+WHERE host = (
+    SELECT h.host FROM hosts h
+    WHERE h.next_allowed <= %(now)s AND h.lease_until < %(now)s
+      AND EXISTS (SELECT 1 FROM urls u WHERE u.host = h.host AND u.status = 'pending')
+    ORDER BY h.next_allowed, h.seq LIMIT 1
+    FOR UPDATE SKIP LOCKED
+)
+RETURNING host, backoff_s, errors
+"""
+_NEXT_URL = (
+    "SELECT url, host, depth, priority, kind, retries, redirects, etag, last_modified, content_hash, "
+    "interval_s, fetch_count, next_fetch, fetch_count > 0 AS has_history FROM urls "
+    "WHERE host = %(host)s AND status = 'pending' ORDER BY priority DESC, id LIMIT 1 FOR UPDATE SKIP LOCKED"
+)
+_RELEASE_HOST = (
+    "UPDATE hosts SET next_allowed = GREATEST(next_allowed, %(next_allowed)s), backoff_s = %(backoff_s)s, "
+    "errors = %(errors)s, "
+    "lease_until = CASE WHEN lease_owner = %(owner)s THEN 0 ELSE lease_until END, "
+    "lease_owner = CASE WHEN lease_owner = %(owner)s THEN '' ELSE lease_owner END "
+    "WHERE host = %(host)s"
+)
+
+
+def is_postgres_url(url: str | None) -> bool:
+    """True for a ``postgresql://`` (or ``postgres://``) frontier URL."""
+    return bool(url) and str(url).startswith(("postgresql://", "postgres://"))
+
+
+class FleetStatus(dict[str, Any]):
+    """The fleet's state as ``trawl crawl status`` prints it (a plain dict, JSON-ready)."""
+
+
+class PgCrawlDb:
+    """One crawl's PostgreSQL database; the methods of ``crawl.state.CrawlDb`` plus leasing."""
+
+    def __init__(self, dsn: str, *, readonly: bool = False) -> None:
+        self.dsn = dsn
+        self._conn = psycopg.connect(dsn, autocommit=True, row_factory=dict_row)
+        self._lock = threading.RLock()
+        self._wconn: psycopg.Connection[dict[str, Any]] | None = None
+        self._wlock = threading.Lock()
+        if not readonly:
+            with self._conn.transaction():
+                self._conn.execute("SELECT pg_advisory_xact_lock(%s)", (_SCHEMA_LOCK,))
+                self._conn.execute(_SCHEMA)
+
+    def _writer(self) -> psycopg.Connection[dict[str, Any]]:
+        if self._wconn is None:
+            self._wconn = psycopg.connect(self.dsn, autocommit=True, row_factory=dict_row)
+        return self._wconn
+
+    def close(self) -> None:
+        with self._lock:
+            self._conn.close()
+        with self._wlock:
+            if self._wconn is not None:
+                self._wconn.close()
+
+    def _one(self, sql: str, params: Any = None) -> dict[str, Any] | None:
+        with self._lock:
+            row: dict[str, Any] | None = self._conn.execute(sql, params).fetchone()
+        return row
+
+    def _all(self, sql: str, params: Any = None) -> list[dict[str, Any]]:
+        with self._lock:
+            return self._conn.execute(sql, params).fetchall()
+
+    def _scalar(self, sql: str, params: Any = None) -> Any:
+        row = self._one(sql, params)
+        return next(iter(row.values())) if row else None
+
+    # -- reads ---------------------------------------------------------------
+
+    def exists(self, url: str) -> bool:
+        return self._one("SELECT 1 AS x FROM urls WHERE url = %s", (url,)) is not None
+
+    def iter_urls(self) -> Iterator[str]:
+        with psycopg.connect(self.dsn) as conn, conn.cursor(name="iter_urls") as cursor:
+            cursor.execute("SELECT url FROM urls")
+            for (url,) in cursor:
+                yield url
+
+    def count_urls(self) -> int:
+        return int(self._scalar("SELECT COUNT(*) FROM urls"))
+
+    def fetch_state(self, url: str) -> dict[str, Any] | None:
+        return self._one(
+            "SELECT etag, last_modified, content_hash, interval_s, fetch_count FROM urls WHERE url = %s",
+            (url,),
+        )
+
+    def admitted_pages_by_host(self) -> dict[str, int]:
+        rows = self._all(
+            "SELECT host, COUNT(*) AS n FROM urls WHERE kind = 'page' AND status != 'blocked' GROUP BY host"
+        )
+        return {r["host"]: int(r["n"]) for r in rows}
+
+    def host_health(self, now: float) -> list[HostHealth]:
+        """Every host with URLs: counts by status and HTTP class, politeness as of ``now``, timing."""
+        rows = self._all(
+            """
+            SELECT u.host,
+                   COUNT(*) FILTER (WHERE status = 'done') AS done,
+                   COUNT(*) FILTER (WHERE status IN ('pending', 'leased')) AS pending,
+                   COUNT(*) FILTER (WHERE status = 'failed') AS failed,
+                   COUNT(*) FILTER (WHERE status = 'blocked') AS blocked,
+                   COUNT(*) FILTER (WHERE http_status BETWEEN 400 AND 499) AS c4,
+                   COUNT(*) FILTER (WHERE http_status BETWEEN 500 AND 599) AS c5,
+                   MAX(h.next_allowed) AS next_allowed, MAX(h.backoff_s) AS backoff, MAX(h.errors) AS errors
+            FROM urls u LEFT JOIN hosts h ON h.host = u.host GROUP BY u.host ORDER BY u.host
+            """
+        )
+        timing = {
+            r["host"]: (float(r["mean_s"] or 0.0), int(r["n"]))
+            for r in self._all(
+                "SELECT u.host, AVG(f.elapsed_s) AS mean_s, COUNT(*) AS n "
+                "FROM fetch_log f JOIN urls u ON u.url = f.url GROUP BY u.host"
+            )
+        }
+        out = []
+        for r in rows:
+            mean_s, fetches = timing.get(r["host"], (0.0, 0))
+            out.append(
+                HostHealth(
+                    host=r["host"],
+                    done=int(r["done"]),
+                    pending=int(r["pending"]),
+                    failed=int(r["failed"]),
+                    blocked=int(r["blocked"]),
+                    http_4xx=int(r["c4"]),
+                    http_5xx=int(r["c5"]),
+                    errors=int(r["errors"] or 0),
+                    backoff_s=round(float(r["backoff"] or 0.0), 3),
+                    next_allowed_in_s=round(max(0.0, float(r["next_allowed"] or 0.0) - now), 3),
+                    mean_response_ms=round(mean_s * 1000, 1),
+                    fetches=fetches,
+                )
+            )
+        return out
+
+    def count_finished_pages(self) -> int:
+        return int(
+            self._scalar(
+                "SELECT COUNT(*) FROM urls WHERE kind = 'page' AND status IN ('done', 'failed') "
+                "AND fetch_count > 0"
+            )
+        )
+
+    def host_states(self) -> dict[str, tuple[float, float]]:
+        rows = self._all("SELECT host, next_allowed, backoff_s FROM hosts")
+        return {r["host"]: (float(r["next_allowed"]), float(r["backoff_s"])) for r in rows}
+
+    def indexed_fingerprints(self) -> Iterator[tuple[str, str, int]]:
+        rows = self._all("SELECT url, content_hash, simhash FROM urls WHERE outcome = 'indexed' ORDER BY id")
+        for r in rows:
+            yield r["url"], r["content_hash"], to_unsigned64(r["simhash"])
+
+    def row(self, url: str) -> dict[str, Any] | None:
+        return self._one("SELECT * FROM urls WHERE url = %s", (url,))
+
+    def history(self, url: str) -> list[dict[str, Any]]:
+        return self._all(
+            "SELECT at, http_status, outcome, bytes, elapsed_s FROM fetch_log WHERE url = %s ORDER BY at",
+            (url,),
+        )
+
+    def duplicates_of(self, url: str) -> list[str]:
+        return [r["url"] for r in self._all("SELECT url FROM urls WHERE dup_of = %s ORDER BY url", (url,))]
+
+    def duplicate_counts(self) -> dict[str, int]:
+        rows = self._all(
+            "SELECT dup_of, COUNT(*) AS n FROM urls WHERE outcome LIKE 'duplicate%%' GROUP BY dup_of"
+        )
+        return {r["dup_of"]: int(r["n"]) for r in rows}
+
+    def status_counts(self) -> dict[str, int]:
+        rows = self._all("SELECT status, outcome, COUNT(*) AS n FROM urls GROUP BY status, outcome")
+        return {f"{r['status']}:{r['outcome']}" if r["outcome"] else r["status"]: int(r["n"]) for r in rows}
+
+    def load_robots(self, origin: str) -> tuple[int, str, float, float] | None:
+        r = self._one("SELECT status, body, fetched_at, expires_at FROM robots WHERE origin = %s", (origin,))
+        return (
+            (int(r["status"]), str(r["body"]), float(r["fetched_at"]), float(r["expires_at"])) if r else None
+        )
+
+    def backlog(self, owner: str) -> tuple[int, int]:
+        """(pending URLs, URLs leased by other workers): what the fleet still has to do."""
+        r = self._one(
+            "SELECT COUNT(*) FILTER (WHERE status = 'pending') AS pending, "
+            "COUNT(*) FILTER (WHERE status = 'leased' AND lease_owner != %s) AS others "
+            "FROM urls WHERE status IN ('pending', 'leased')",
+            (owner,),
+        )
+        return (int(r["pending"]), int(r["others"])) if r else (0, 0)
+
+    def next_ready_at(self) -> float | None:
+        """The earliest time a host with pending URLs may be asked (its lease and delay over)."""
+        value = self._scalar(
+            "SELECT MIN(GREATEST(h.next_allowed, h.lease_until)) FROM hosts h "
+            "WHERE EXISTS (SELECT 1 FROM urls u WHERE u.host = h.host AND u.status = 'pending')"
+        )
+        return float(value) if value is not None else None
+
+    def fleet_status(self, now: float, *, alive_s: float = 30.0, window_s: float = 60.0) -> FleetStatus:
+        """Workers alive (heartbeat within ``alive_s``), pages/s over ``window_s``, backlog, errors."""
+        workers = self._all("SELECT worker, started_at, heartbeat_at, counters FROM workers ORDER BY worker")
+        recent = self._one(
+            "SELECT COUNT(*) AS n, COALESCE(SUM(bytes), 0) AS b FROM fetch_log WHERE at > %s",
+            (now - window_s,),
+        )
+        counts = self.status_counts()
+        errors: dict[str, int] = {}
+        for key, n in counts.items():
+            status, _, outcome = key.partition(":")
+            if status == "failed" or outcome.startswith(
+                ("error", "http 5", "http 429", "robots.txt unavail")
+            ):
+                kind = outcome.split(":", 1)[0] if outcome.startswith("error") else outcome or status
+                errors[kind] = errors.get(kind, 0) + n
+        alive = [w for w in workers if now - float(w["heartbeat_at"]) <= alive_s]
+        return FleetStatus(
+            workers_alive=len(alive),
+            workers=[
+                {
+                    "worker": w["worker"],
+                    "alive": w in alive,
+                    "heartbeat_age_s": round(now - float(w["heartbeat_at"]), 1),
+                    **dict(w["counters"] or {}),
+                }
+                for w in workers
+            ],
+            pages_per_s=round(int(recent["n"]) / window_s, 2) if recent else 0.0,
+            backlog=sum(n for k, n in counts.items() if k.split(":", 1)[0] in ("pending", "leased")),
+            done=sum(n for k, n in counts.items() if k.split(":", 1)[0] == "done"),
+            errors=errors,
+        )
+
+    # -- leasing (the fleet's coordination) ------------------------------------
+
+    def lease_next(self, owner: str, now: float, until: float) -> dict[str, Any] | None:
+        """Lease the host whose time has come and its best pending URL, in one transaction.
+
+        The host row is locked ``FOR UPDATE SKIP LOCKED``: workers racing for hosts never
+        wait on each other, and a host leased by one is invisible to the rest until it
+        is released or its lease runs out.
+        """
+        params = {"owner": owner, "now": now, "until": until}
+        with self._lock, self._conn.transaction():
+            host = self._conn.execute(_LEASE_HOST, params).fetchone()
+            if host is None:
+                return None
+            row = self._conn.execute(_NEXT_URL, {"host": host["host"]}).fetchone()
+            if row is None:  # its last pending URL was leased meanwhile under another host lease
+                self._conn.execute(
+                    "UPDATE hosts SET lease_owner = '', lease_until = 0 WHERE host = %s", (host["host"],)
+                )
+                return None
+            self._conn.execute(
+                "UPDATE urls SET status = 'leased', lease_until = %(until)s, lease_owner = %(owner)s "
+                "WHERE url = %(url)s",
+                {"until": until, "owner": owner, "url": row["url"]},
+            )
+        row["backoff_s"] = float(host["backoff_s"])
+        row["errors"] = int(host["errors"])
+        return row
+
+    def release_host(self, owner: str, state: HostState) -> None:
+        """End ``owner``'s lease on a host, recording when it may next be asked."""
+        with self._lock:
+            self._conn.execute(_RELEASE_HOST, _params(state, owner=owner))
+
+    def requeue(self, owner: str, url: str, retries: int, outcome: str | None) -> None:
+        """Put a URL leased by ``owner`` back to pending at once (a retry, or robots.txt took its slot).
+
+        ``outcome`` replaces the stored one (None keeps it).
+        """
+        with self._lock:
+            self._conn.execute(
+                "UPDATE urls SET status = 'pending', lease_until = NULL, lease_owner = '', retries = %s, "
+                "outcome = COALESCE(%s, outcome) WHERE url = %s AND status = 'leased' AND lease_owner = %s",
+                (retries, outcome, url, owner),
+            )
+
+    def reap_expired(self, now: float) -> list[str]:
+        """Return URLs whose lease ran out to pending (one more attempt) and free expired hosts."""
+        with self._lock, self._conn.transaction():
+            rows = self._conn.execute(
+                "UPDATE urls SET status = 'pending', lease_until = NULL, lease_owner = '', "
+                "retries = retries + 1, outcome = 'lease expired' "
+                "WHERE status = 'leased' AND lease_until < %s RETURNING url",
+                (now,),
+            ).fetchall()
+            self._conn.execute(
+                "UPDATE hosts SET lease_owner = '', lease_until = 0 "
+                "WHERE lease_owner != '' AND lease_until < %s",
+                (now,),
+            )
+        if rows:
+            logger.warning("Returned %d URLs whose lease expired to pending", len(rows))
+        return [r["url"] for r in rows]
+
+    def heartbeat(self, owner: str, now: float, counters: dict[str, Any]) -> None:
+        with self._lock:
+            self._conn.execute(
+                "INSERT INTO workers(worker, started_at, heartbeat_at, counters) VALUES (%s, %s, %s, %s) "
+                "ON CONFLICT (worker) DO UPDATE SET heartbeat_at = excluded.heartbeat_at, "
+                "counters = excluded.counters",
+                (owner, now, now, json.dumps(counters)),
+            )
+
+    # -- writes --------------------------------------------------------------
+
+    def save_robots(self, policy: Any) -> None:
+        with self._lock:
+            self._conn.execute(
+                "INSERT INTO robots(origin, status, body, fetched_at, expires_at) "
+                "VALUES (%(origin)s, %(status)s, %(body)s, %(fetched_at)s, %(expires_at)s) "
+                "ON CONFLICT (origin) DO UPDATE SET status = excluded.status, body = excluded.body, "
+                "fetched_at = excluded.fetched_at, expires_at = excluded.expires_at",
+                {
+                    "origin": policy.origin,
+                    "status": policy.status,
+                    "body": policy.body,
+                    "fetched_at": policy.fetched_at,
+                    "expires_at": policy.expires_at,
+                },
+            )
+
+    def release_leases(self, owner: str | None = None) -> int:
+        """Return the URLs (and hosts) leased by ``owner`` — every worker when None — to pending.
+
+        A worker restarting under its own id takes back what it held; the leases of
+        other live workers are theirs until they expire.
+        """
+        where, params = ("AND lease_owner = %s", (owner,)) if owner is not None else ("", ())
+        with self._lock, self._conn.transaction():
+            cursor = self._conn.execute(
+                f"UPDATE urls SET status = 'pending', lease_until = NULL, lease_owner = '' "
+                f"WHERE status = 'leased' {where}",
+                params,
+            )
+            self._conn.execute(
+                f"UPDATE hosts SET lease_owner = '', lease_until = 0 WHERE lease_owner != '' {where}", params
+            )
+        return cursor.rowcount
+
+    def schedule_recrawl(self, now: float) -> int:
+        with self._lock:
+            cursor = self._conn.execute(
+                "UPDATE urls SET status = 'pending', retries = 0 WHERE kind = 'page' AND status = 'done' "
+                "AND next_fetch IS NOT NULL AND next_fetch <= %s AND fetch_count > 0",
+                (now,),
+            )
+        return cursor.rowcount
+
+    def insert_urls(self, inserts: Sequence[NewUrl], now: float) -> None:
+        """New URLs (and their hosts) in one transaction; URLs the fleet already knows are skipped."""
+        if not inserts:
+            return
+        with self._lock, self._conn.transaction(), self._conn.cursor() as cur:
+            _insert(cur, inserts, now)
+
+    def apply(
+        self,
+        *,
+        inserts: Sequence[NewUrl],
+        leases: Sequence[tuple[str, float]],
+        updates: Sequence[UrlUpdate],
+        hosts: Sequence[HostState],
+        now: float,
+    ) -> None:
+        """Write one batch in one transaction (``CrawlDb.apply``'s contract); any thread may call it."""
+        with self._wlock:
+            conn = self._writer()
+            with conn.transaction(), conn.cursor() as cur:
+                _insert(cur, inserts, now)
+                if leases:
+                    cur.executemany(_LEASE_URL_ROW, [{"url": url, "until": until} for url, until in leases])
+                if updates:
+                    cur.executemany(
+                        _UPDATE_URL,
+                        [
+                            _params(
+                                u,
+                                outcome=u.outcome_text,
+                                simhash=to_signed64(u.simhash),
+                                fetched=int(u.fetched),
+                                fetched_flag=u.fetched,
+                                changed=int(u.changed),
+                            )
+                            for u in updates
+                        ],
+                    )
+                    logged = [
+                        {
+                            "url": u.url,
+                            "at": u.last_fetch or now,
+                            "http_status": u.http_status,
+                            "outcome": u.outcome_text,
+                            "bytes": u.bytes,
+                            "elapsed_s": u.elapsed_s,
+                        }
+                        for u in updates
+                        if u.fetched or u.status == UrlStatus.FAILED or u.retries
+                    ]
+                    if logged:
+                        cur.executemany(_LOG_FETCH, logged)
+                if hosts:
+                    cur.executemany(_SAVE_HOST, [_params(h) for h in hosts])
+
+
+def _insert(cur: psycopg.Cursor[Any], inserts: Sequence[NewUrl], now: float) -> None:
+    if not inserts:
+        return
+    # Sorted, so two workers inserting overlapping batches take row locks in one order.
+    cur.executemany(_INSERT_HOST, [{"host": h} for h in sorted({n.host for n in inserts})])
+    cur.executemany(_INSERT_URL, [_params(n, now=now) for n in sorted(inserts, key=lambda n: n.url)])
+
+
+def wait_hint(ready_at: float | None, now: float) -> float:
+    """How long to sleep before asking for a lease again: until the next host is ready, within bounds."""
+    if ready_at is None:
+        return 0.1
+    return min(0.25, max(0.005, ready_at - now))
