@@ -29,8 +29,8 @@ system-deps: ## Debian packages: python3.11-doc (the demo site) and chromium (br
 	  else echo "install python3.11-doc and chromium (sudo apt-get install python3.11-doc chromium)"; fi; \
 	fi
 
-demo: setup system-deps ## Crawl the Python docs served on loopback, index them, serve search
-	$(BIN)/trawl demo
+demo: setup system-deps ## Crawl the Python docs on loopback, index, serve BM25 then hybrid (ARGS="--no-embed --port 8001")
+	$(BIN)/trawl demo $(ARGS)
 
 test: setup system-deps ## Run the test suite (without benchmarks)
 	$(BIN)/pytest -q --durations=15

@@ -99,8 +99,23 @@ class ErrorModel(BaseModel):
     detail: str = Field(description="What was wrong and what to do instead.")
 
 
+class BackfillModel(BaseModel):
+    state: str = Field(description="loading, embedding, publishing, done or failed.")
+    done: int = Field(description="Passages encoded so far by this run.")
+    total: int = Field(description="Passages this run encodes (the rest are linked from the vector store).")
+    percent: float
+    rate: float = Field(description="Passages per second.")
+    eta_s: float | None = Field(description="Seconds left at the current rate.")
+    generation: str = Field(description="The generation being filled with vectors.")
+    detail: str = ""
+
+
 class HealthModel(BaseModel):
     status: str
     documents: int
     generation: str
     rankers: list[str] = Field(description="Rankers this generation can serve.")
+    ranker: str = Field("", description="The ranker a search without ranker= uses now.")
+    backfill: BackfillModel | None = Field(
+        None, description="The last embeddings backfill of this index root."
+    )

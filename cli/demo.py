@@ -1,11 +1,19 @@
-"""``trawl demo``: serve a real website on loopback, crawl it, index it, and serve search.
+"""``trawl demo``: serve a real website on loopback, crawl it, index it, and serve the whole engine.
 
 The site is Debian's ``python3.11-doc`` (``/usr/share/doc/python3.11/html``, ~530
 pages), served by a static file server on 127.0.0.1 so the crawl goes over real HTTP
 through the whole crawler (robots, frontier, fetcher, extraction, dedup, docstore).
-Loopback is refused by the address guard unless a crawl allows private addresses; the
+Loopback is refused by the address guard unless a crawl allows loopback addresses; the
 demo does, for its own server only, and drops the politeness delay for it because it
 is our own process on our own machine.
+
+Search answers with BM25 as soon as the index is built. The embeddings backfill then
+runs in a child process (a thread would share the serving process's interpreter on 2
+cores), niced so queries keep their CPU, with a progress bar in the terminal and a
+progress file the service shows on ``/healthz`` and the home page. When it has
+published a generation with vectors, this process loads the query encoder for them and
+refreshes the service's generation set: it warms the new generation and switches to
+the default ranker for vectors, without a restart.
 """
 
 from __future__ import annotations
@@ -13,12 +21,22 @@ from __future__ import annotations
 import asyncio
 import functools
 import http.server
+import multiprocessing
+import os
+import socket
 import threading
+import time
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 from rich.console import Console
+
+if TYPE_CHECKING:
+    from fastapi import FastAPI
+
+    from core.settings import Settings
+    from crawl.stats import CrawlSummary
 
 console = Console(stderr=True)
 PYTHON_DOCS = Path("/usr/share/doc/python3.11/html")
@@ -37,22 +55,153 @@ def serve_directory(root: Path, port: int) -> http.server.ThreadingHTTPServer:
     return server
 
 
+def busy_port(ports: dict[str, int]) -> str | None:
+    """A one-line message for the first port that cannot be bound on 127.0.0.1, else None."""
+    for flag, port in ports.items():
+        with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as probe:
+            probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+            try:
+                probe.bind(("127.0.0.1", port))
+            except OSError:
+                return (
+                    f"port {port} is in use (another trawl demo or server?): stop it, "
+                    f'or pass {flag} N (e.g. make demo ARGS="{flag} {port + 1}")'
+                )
+    return None
+
+
+def _size(n: float) -> str:
+    for unit in ("B", "KB", "MB", "GB"):
+        if n < 1024 or unit == "GB":
+            return f"{n:,.0f} {unit}" if unit == "B" else f"{n:,.1f} {unit}"
+        n /= 1024
+    return f"{n:,.1f} GB"
+
+
+def describe_crawl(summary: CrawlSummary) -> str:
+    """One readable line: pages, size, time, what became documents, what went wrong."""
+    parts = [
+        f"crawled {summary.pages:,} pages ({_size(summary.bytes)}) in {summary.elapsed_s:.1f} s",
+        f"{summary.indexed:,} documents, {summary.duplicates:,} duplicates",
+    ]
+    if summary.pending:
+        parts.append(f"{summary.pending:,} URLs left in the frontier")
+    errors = sum(n for _, n in summary.errors)
+    if errors:
+        parts.append(f"{errors:,} errors (" + ", ".join(f"{k} {n:,}" for k, n in summary.errors) + ")")
+    if summary.stopped:
+        parts.append("stopped early")
+    return " · ".join(parts)
+
+
+def _background_backfill(root: str, threads: int) -> None:
+    """The child process: embed the serving generation into a new one and publish it."""
+    os.nice(10)  # queries first: the scheduler gives the serving process the CPU it asks for
+    from cli.embed import passage_progress
+    from core.settings import Settings
+    from retrieval.backfill import backfill_new_generation, collect_garbage
+    from retrieval.backfill_progress import ProgressFile
+    from retrieval.embed import Embedder
+    from retrieval.manifest import IndexRoot
+
+    settings = Settings()
+    embed = settings.embed.model_copy(update={"torch_threads": threads})
+    progress = ProgressFile(Path(root), model_id="")
+    progress.state("loading", "loading the embedding model")
+    try:
+        embedder = Embedder.from_settings(embed)
+        progress.model_id = embedder.model_id
+        progress.generation = f"derived from {IndexRoot(Path(root)).current()}"
+        out = Console(stderr=True)
+
+        with passage_progress(out, "embeddings (background)") as bar:
+
+            def on_progress(done: int, total: int) -> None:
+                bar(done, total)
+                progress(done, total)
+
+            generation, report = backfill_new_generation(Path(root), embedder, embed, on_progress=on_progress)
+        progress.generation = generation
+        collect_garbage(Path(root))
+        progress.state("done", f"{report.rows:,} passage vectors", done=report.encoded, total=report.encoded)
+    except BaseException as exc:
+        progress.state("failed", f"{type(exc).__name__}: {exc}")
+        raise
+
+
+def _switch_when_embedded(
+    application: FastAPI, settings: Settings, root: Path, threads: int, crawl_end: float
+) -> None:
+    """Start the backfill child once search answers; switch the service when it is done."""
+    while not getattr(application.state, "ready", False):
+        time.sleep(0.05)
+    console.print(f"search answers (BM25) {time.monotonic() - crawl_end:.1f} s after the crawl ended")
+    child = multiprocessing.get_context("spawn").Process(
+        target=_background_backfill, args=(str(root), threads), name="trawl-demo-embed", daemon=True
+    )
+    child.start()
+    child.join()
+    if child.exitcode != 0:
+        console.print(
+            f"[red]the embeddings backfill failed (exit {child.exitcode})[/red]; still serving BM25"
+        )
+        return
+    from retrieval.backfill_progress import read_progress
+    from retrieval.embed import Embedder
+
+    service = application.state.search
+    progress = read_progress(root)
+    model_id = progress.model_id if progress is not None else None
+    if model_id and service.encoder_model != model_id:
+        # Loaded before the switch, so the warm-up of the new generation runs hybrid queries.
+        embedder = Embedder.from_settings(settings.embed, serving=True, for_model_id=model_id)
+        service.encoder, service.encoder_model = embedder.encode_query, embedder.model_id
+    service.generations.refresh()
+    generation = service.generation
+    console.print(
+        f"[green]full engine serving[/green] {time.monotonic() - crawl_end:.1f} s after the crawl ended: "
+        f"generation {generation.id}, ranker {service.default_ranker(generation)} "
+        f"(load average {' '.join(f'{x:.2f}' for x in os.getloadavg())})"
+    )
+
+
 def demo_command(
     site: Annotated[Path, typer.Option("--site", help="Directory of HTML to serve and crawl.")] = PYTHON_DOCS,
     data: Annotated[Path, typer.Option("--data", help="Where the crawl and index go.")] = Path("data/demo"),
     site_port: Annotated[int, typer.Option("--site-port", help="Port of the local site.")] = 8099,
     port: Annotated[int, typer.Option("--port", help="Port of the search service.")] = 8000,
-    max_pages: Annotated[int, typer.Option("--max-pages", min=1)] = 5000,
+    max_pages: Annotated[
+        int, typer.Option("--max-pages", min=1, help="Stop the crawl after this many.")
+    ] = 5000,
     no_serve: Annotated[bool, typer.Option("--no-serve", help="Stop after indexing.")] = False,
+    no_embed: Annotated[
+        bool, typer.Option("--no-embed", help="Serve BM25 only: no embeddings backfill in the background.")
+    ] = False,
+    embed_threads: Annotated[
+        int, typer.Option("--embed-threads", min=1, help="Encoder threads of the background backfill.")
+    ] = max(1, len(os.sched_getaffinity(0))),
     embed: Annotated[
-        bool,
-        typer.Option("--embed", help="Also embed every passage (hybrid and LTR; ~10+ min on 2 cores)."),
+        bool, typer.Option("--embed", hidden=True, help="With --no-serve: backfill before returning.")
     ] = False,
 ) -> None:
-    """Crawl the Python docs served on loopback, index them and serve search.
+    """Crawl the Python docs served on loopback, index them and serve search; vectors follow.
+
+    BM25 answers as soon as the index is built; the embeddings backfill runs in the
+    background (progress bar here, on /healthz and on the home page) and the service
+    switches to hybrid ranking when it is done. --no-serve stops after indexing.
 
     Example: trawl demo   then open http://127.0.0.1:8000/?q=list+comprehension
+    Example: make demo ARGS="--no-embed --port 8001"
     """
+    message = busy_port({"--site-port": site_port} | ({} if no_serve else {"--port": port}))
+    if message is not None:
+        console.print(f"[red]error:[/red] {message}", soft_wrap=True)
+        raise typer.Exit(2)
+    if not (site / "index.html").exists():
+        raise typer.BadParameter(
+            f"{site} has no index.html; install Debian's python3.11-doc "
+            "(sudo apt-get install python3.11-doc) or pass --site DIR"
+        )
     import uvicorn
 
     from api.app import create_app
@@ -62,15 +211,13 @@ def demo_command(
     from retrieval.manifest import IndexRoot
     from training.linkgraph import crawl_pagerank
 
-    if not (site / "index.html").exists():
-        raise typer.BadParameter(
-            f"{site} has no index.html; install Debian's python3.11-doc "
-            "(sudo apt-get install python3.11-doc) or pass --site DIR"
-        )
     settings = Settings()
+    settings = settings.model_copy(
+        update={"api": settings.api.model_copy(update={"crawl_data": (data / "crawl").resolve()})}
+    )
     crawl_settings = settings.crawl.model_copy(
         update={
-            "allow_private": True,
+            "allow_loopback": True,
             "min_delay_s": 0.0,
             "response_time_factor": 0.0,
             "max_pages": max_pages,
@@ -82,28 +229,33 @@ def demo_command(
     crawler = Crawler(data / "crawl", crawl_settings, seeds=[seed])
     with console.status("crawling…"):
         summary = asyncio.run(crawler.run())
-    console.print(f"crawl: {summary}")
+    crawl_end = time.monotonic()
+    console.print(describe_crawl(summary), soft_wrap=True)
     with console.status("indexing…"):
         crawl_pagerank(data / "crawl")
         root = IndexRoot(data / "index")
         generation = root.build(crawled_documents(data / "crawl"), source=f"crawl:{data}")
         root.publish(generation)
     console.print(f"indexed generation {generation} into {data / 'index'}")
-    if embed:
-        from retrieval.backfill import backfill_index
-        from retrieval.embed import Embedder
-        from retrieval.manifest import resolve_index
-
-        with console.status("embedding (resumable; Ctrl-C and rerun continues)…"):
-            report = backfill_index(
-                resolve_index(data / "index"), Embedder.from_settings(settings.embed), settings.embed
-            )
-        console.print(f"embedded {report.embedded:,} documents ({report.rows:,} passages)")
     if no_serve:
         server.shutdown()
+        if embed and not no_embed:
+            _background_backfill(str(root.root), embed_threads)
         return
     application = create_app(settings, index_dir=data / "index")
+    if not no_embed:
+        threading.Thread(
+            target=_switch_when_embedded,
+            args=(application, settings, root.root, embed_threads, crawl_end),
+            daemon=True,
+            name="demo-embed",
+        ).start()
     console.print(
         f"\n  Open http://127.0.0.1:{port}/  (try: http://127.0.0.1:{port}/?q=list+comprehension)\n"
+        + (
+            ""
+            if no_embed
+            else "  BM25 now; hybrid search follows when the embeddings backfill below is done.\n"
+        )
     )
     uvicorn.run(application, host="127.0.0.1", port=port, log_level="warning")

@@ -23,8 +23,11 @@ from fastapi.staticfiles import StaticFiles
 from fastapi.templating import Jinja2Templates
 from markupsafe import Markup
 
+from api import metrics
 from api.deps import SearchDep
+from api.params import parse_doc_id, parse_int
 from api.routes import experiments
+from api.routes.health import live_status
 from core.errors import BadClick, ConfigError, DocumentNotFound, QueryError, UnknownImpression
 from core.types import DocId
 
@@ -47,11 +50,6 @@ def _click_href(impression_id: str | None, position: int, doc_id: int, url: str)
     if impression_id is None:
         return url
     return "/r?" + urlencode({"i": impression_id, "p": position, "d": str(int(doc_id))})
-
-
-def _as_int(value: str, default: int) -> int:
-    value = value.strip()
-    return int(value) if value.isdigit() and len(value) < 7 else default
 
 
 class SearchFilters(TypedDict):
@@ -118,6 +116,7 @@ def search_page(
         "error": None,
         "response": None,
         "rankers": service.ranker_names(),
+        "live": live_status(request, service),
         **query.filters,
     }
     status = 200
@@ -128,7 +127,7 @@ def search_page(
                 request,
                 lambda chosen: service.search(
                     q,
-                    page=_as_int(page, 0),
+                    page=parse_int(page.strip(), "page", 1, service.settings.max_page),
                     size=service.settings.default_page_size,
                     ranker=chosen,
                     spell=spelling,
@@ -137,6 +136,7 @@ def search_page(
                 forced_ranker=query.ranker or None,
             )
             response = outcome.response
+            metrics.record_search(response, entry="web")
         except QueryError as exc:
             context["error"] = str(exc)
             status = 400
@@ -202,10 +202,8 @@ def explain_page(
     }
     status = 200
     try:
-        if not doc_id.isdigit():
-            raise QueryError("doc_id must be the id of a search result.")
+        wanted = parse_doc_id(doc_id.strip())
         per_page = min(EXPLAIN_DEPTH, service.settings.max_page_size)
-        wanted = int(doc_id)
         for page in range(1, EXPLAIN_DEPTH // per_page + 1):
             response = service.search(
                 q,
@@ -275,7 +273,7 @@ def click_redirect(
     request: Request,
     service: SearchDep,
     i: Annotated[str, Query(max_length=64)],
-    p: Annotated[int, Query(ge=1, le=1000)],
+    p: Annotated[str, Query(max_length=24)],
     d: Annotated[str, Query(max_length=24)],
 ) -> Response:
     """Log a click on a result of the page, then send the browser to the result.
@@ -284,15 +282,15 @@ def click_redirect(
     not an open redirect; a click that does not match its impression is not logged
     but the visitor still gets to the page.
     """
-    if not d.isdigit():
-        raise QueryError("d must be a document id.")
-    doc = service.document(DocId(int(d)))
+    doc_id = parse_doc_id(d, "d")
+    position = parse_int(p, "p", 1, service.settings.max_page_size)
+    doc = service.document(DocId(doc_id))
     if doc is None or _safe_href(doc.url) is None:
         raise DocumentNotFound(f"No document {d} in generation {service.generation.id}.")
     runtime = experiments.get_runtime(request)
     if runtime is not None:
         try:
-            runtime.record_click(impression_id=i, doc_id=int(d), position=p)
+            runtime.record_click(impression_id=i, doc_id=doc_id, position=position)
         except (UnknownImpression, BadClick) as exc:
             logger.info("click not logged: %s", exc)
     return RedirectResponse(doc.url, status_code=303)
