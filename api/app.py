@@ -22,6 +22,7 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")
 from fastapi import FastAPI
 
 from api import metrics
+from api.docs import install_docs
 from api.errors import register_error_handlers
 from api.protection import ProtectionMiddleware
 from api.routes import admin, crawl, documents, experiments, health, search, web
@@ -105,6 +106,8 @@ def create_app(settings: Settings, *, index_dir: Path, shard_urls: str | None = 
         version="0.1.0",
         description="Web search: crawl, index, rank and serve. Errors are JSON: {error, detail}.",
         lifespan=lifespan,
+        docs_url=None,
+        redoc_url=None,
     )
     app.state.ready = False
     register_error_handlers(app)
@@ -116,12 +119,14 @@ def create_app(settings: Settings, *, index_dir: Path, shard_urls: str | None = 
     app.include_router(web.router)
     app.mount("/static", web.static, name="static")
     app.include_router(crawl.router)
+    install_docs(app)
     app.add_middleware(
         ProtectionMiddleware,
         rate_per_s=settings.api.rate_limit_per_s,
         burst=settings.api.rate_limit_burst,
         max_request_bytes=settings.api.max_request_bytes,
     )
+    app.add_middleware(metrics.RequestMetrics)  # outermost: rate-limited requests count too
     return app
 
 

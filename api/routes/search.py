@@ -11,29 +11,12 @@ from api.deps import SearchDep
 from api.routes import experiments
 from api.schemas import ErrorModel, SearchResponseModel
 from core.errors import QueryError
-from core.types import SearchResponse
 
 router = APIRouter()
 
 SEARCH_PARAMS = frozenset(
     {"q", "page", "size", "site", "lang", "filetype", "ranker", "explain", "cursor", "spell"}
 )
-
-
-def record_search(response: SearchResponse) -> None:
-    """Prometheus counters and histograms for one answered search."""
-    metrics.QUERIES.labels(response.ranker).inc()
-    metrics.QUERY_SECONDS.observe(response.took_ms / 1000)
-    metrics.CACHE.labels("hit" if response.cached else "miss").inc()
-    if not response.cached:
-        for stage, ms in response.timings_ms.items():
-            metrics.STAGE_SECONDS.labels(stage).observe(ms / 1000)
-    if response.total == 0:
-        metrics.ZERO_RESULTS.inc()
-    if response.partial:
-        metrics.PARTIAL.inc()
-        for shard in response.missing_shards:
-            metrics.SHARD_MISSING.labels(str(shard)).inc()
 
 
 def reject_unknown_params(request: Request, allowed: frozenset[str]) -> None:
@@ -104,7 +87,7 @@ def search(
         forced_ranker=ranker,  # an explicit ?ranker= is logged outside any experiment
     )
     response = outcome.response
-    record_search(response)
+    metrics.record_search(response, entry="api")
     http = Response(
         SearchResponseModel.from_domain(response).model_dump_json(), media_type="application/json"
     )
