@@ -35,37 +35,13 @@ logger = logging.getLogger(__name__)
 def open_search_service(settings: Settings, index_dir: Path, *, remote: Any = None) -> SearchService:
     """The search service over ``index_dir`` (or ``remote`` shards), with every ranker it can serve.
 
-    What ``create_app`` opens at start-up and ``trawl search`` opens in the terminal: the
-    published generation, the model-backed stages (LTR, cross-encoder) whose models
-    exist, and the query encoder when the generation has vectors.
+    One implementation, :func:`rerank.pipeline.open_search_service`, shared with ``trawl
+    eval`` so offline figures come from the served path; imported here when a service
+    opens, so importing the app does not load LightGBM.
     """
-    from rerank.pipeline import serving_stages  # LightGBM: loaded when a service opens, not on import
+    from rerank.pipeline import open_search_service as open_served
 
-    service = SearchService.open(index_dir, settings.search, remote=remote, stages=serving_stages(settings))
-    _attach_encoder(settings, service)
-    return service
-
-
-def _attach_encoder(settings: Settings, service: SearchService) -> None:
-    """Attach the query encoder when the serving generation has vectors."""
-    if not settings.api.encode_queries or not settings.search.use_vectors:
-        return
-    if service.generation.vector_model is None:
-        return
-    from retrieval.embed import Embedder
-
-    # serving=True: one encoder thread (two threads fight uvicorn and BLAS on 2 cores: 10× p99).
-    # for_model_id: queries are encoded by the variant (torch / ONNX int8) that made the vectors.
-    vectors = service.generation.vector_model
-    embedder = Embedder.from_settings(settings.embed, serving=True, for_model_id=vectors)
-    service.encoder = embedder.encode_query
-    service.encoder_model = embedder.model_id
-    if embedder.model_id != service.generation.vector_model:
-        logger.warning(
-            "the index vectors were made by %s but the loaded model is %s: serving lexical only",
-            service.generation.vector_model,
-            embedder.model_id,
-        )
+    return open_served(settings, index_dir, remote=remote)
 
 
 def create_app(settings: Settings, *, index_dir: Path, shard_urls: str | None = None) -> FastAPI:
@@ -125,6 +101,7 @@ def create_app(settings: Settings, *, index_dir: Path, shard_urls: str | None = 
         rate_per_s=settings.api.rate_limit_per_s,
         burst=settings.api.rate_limit_burst,
         max_request_bytes=settings.api.max_request_bytes,
+        trusted_proxies=settings.api.trusted_proxies,
     )
     app.add_middleware(metrics.RequestMetrics)  # outermost: rate-limited requests count too
     return app

@@ -48,8 +48,8 @@ from retrieval.vector import VectorShard  # noqa: E402
 from retrieval.vector_store import VectorStore  # noqa: E402
 from training.datasets import BeirDataset  # noqa: E402
 from training.evaluate import parse_queries  # noqa: E402
+from training.features import query_text  # noqa: E402
 from training.metrics import evaluate_run  # noqa: E402
-from training.rankers_dense import query_text  # noqa: E402
 
 
 def dense_ndcg(dataset: BeirDataset, shard: VectorShard, query_vectors: np.ndarray, qids: list[str]) -> float:

@@ -20,15 +20,33 @@ def eval_command(
     as_json: Annotated[bool, typer.Option("--json", help="Print exactly one JSON object on stdout.")] = False,
     model: Annotated[Path | None, typer.Option("--model", help="A trained model directory (ltr).")] = None,
     folds: Annotated[int, typer.Option("--folds", min=2, max=20, help="Cross-validation folds.")] = 5,
+    shards: Annotated[int, typer.Option("--shards", min=1, max=64, help="Index shards.")] = 1,
+    depth: Annotated[int, typer.Option("--depth", min=10, max=1000, help="Results scored per query.")] = 100,
+    train_with: Annotated[
+        list[Path] | None,
+        typer.Option("--train-with", help="ltr: also train every fold model on all of this collection."),
+    ] = None,
 ) -> None:
-    """Evaluate a ranker on every judged query of a collection (nDCG@10, MAP, Recall@100, MRR@10).
+    """Evaluate a ranker as served (the API's search path) on every judged query of a collection.
+
+    nDCG@10, MAP, Recall@100, MRR@10. ``ltr`` without --model serves, to each fold,
+    a model trained on the other folds (folds.tsv when the collection has one).
 
     Example: trawl eval --dataset ../shared/data/eval/cisi --ranker bm25 --json
     """
     from training.evaluate import evaluate
 
     options = {"model": str(model)} if model else {}
-    result = evaluate(dataset, ranker, settings=Settings(), options=options, folds=folds)
+    result = evaluate(
+        dataset,
+        ranker,
+        settings=Settings(),
+        options=options,
+        folds=folds,
+        shards=shards,
+        depth=depth,
+        train_with=tuple(train_with or ()),
+    )
     if as_json:
         sys.stdout.write(json.dumps(result.to_json()) + "\n")
         return

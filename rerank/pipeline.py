@@ -1,6 +1,8 @@
-"""The serving stages this package adds: ``serving_stages(settings)`` for ``api.app``.
+"""The serving stages this package adds, and the one way to open a search service with them.
 
-The app asks for them at start-up; a missing model is not an error (a fresh checkout
+:func:`open_search_service` is what the API, ``trawl search`` and ``trawl eval`` open,
+so an evaluation ranks through exactly the stages a user's request goes through.
+The app asks for the stages at start-up; a missing model is not an error (a fresh checkout
 serves BM25 and fusion), a broken one is (``ModelLoadError``): serving silently
 without the ranker someone configured would hide the problem.
 """
@@ -10,12 +12,14 @@ from __future__ import annotations
 import logging
 from collections.abc import Mapping, Sequence
 from pathlib import Path
+from typing import Any
 
 from core.settings import Settings
 from rerank.feature_log import FeatureLogger
 from rerank.ltr import LtrModel, LtrStage
 from rerank.model_card import CARD_FILE
 from retrieval.ranking import RankStage
+from retrieval.search import SearchService
 
 logger = logging.getLogger(__name__)
 
@@ -67,3 +71,36 @@ def serving_stages(settings: Settings, *, bases: Sequence[Path] | None = None) -
                 ltr, reranker, top_n=rank.reranker_top_n, weight=rank.reranker_weight
             )
     return stages
+
+
+def open_search_service(settings: Settings, index_dir: Path, *, remote: Any = None) -> SearchService:
+    """The search service over ``index_dir`` (or ``remote`` shards), with every ranker it can serve.
+
+    The published generation, the model-backed stages (LTR, cross-encoder) whose models
+    exist, and the query encoder when the generation has vectors.
+    """
+    service = SearchService.open(index_dir, settings.search, remote=remote, stages=serving_stages(settings))
+    attach_encoder(settings, service)
+    return service
+
+
+def attach_encoder(settings: Settings, service: SearchService) -> None:
+    """Attach the query encoder when the serving generation has vectors."""
+    if not settings.api.encode_queries or not settings.search.use_vectors:
+        return
+    if service.generation.vector_model is None:
+        return
+    from retrieval.embed import Embedder
+
+    # serving=True: one encoder thread (two threads fight uvicorn and BLAS on 2 cores: 10× p99).
+    # for_model_id: queries are encoded by the variant (torch / ONNX int8) that made the vectors.
+    vectors = service.generation.vector_model
+    embedder = Embedder.from_settings(settings.embed, serving=True, for_model_id=vectors)
+    service.encoder = embedder.encode_query
+    service.encoder_model = embedder.model_id
+    if embedder.model_id != service.generation.vector_model:
+        logger.warning(
+            "the index vectors were made by %s but the loaded model is %s: serving lexical only",
+            service.generation.vector_model,
+            embedder.model_id,
+        )

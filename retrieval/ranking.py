@@ -92,3 +92,20 @@ class ConvexStage:
             {h.doc_id: {"convex": h.score, "cosine_weight": self.weight} for h in ranked} if explain else {}
         )
         return RankOutput(ranked, info)
+
+
+class DenseStage:
+    """The vector ranking alone: candidates from the vector top-k, by cosine (best passage)."""
+
+    name = "dense"
+    needs_vector = True
+    with_fields = False
+
+    def rank(
+        self, query: Query, candidates: Sequence[Candidate], *, explain: bool, context: RankContext
+    ) -> RankOutput:
+        dense = sorted(
+            (c for c in candidates if c.vector_rank is not None and c.cosine is not None),
+            key=lambda c: (-(c.cosine or 0.0), c.shard_id, c.vector_rank or 0),
+        )
+        return RankOutput([ScoredDoc(c.doc_id, c.cosine or 0.0) for c in dense])

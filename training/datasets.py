@@ -12,8 +12,9 @@ from pathlib import Path
 from core.errors import ConfigError
 from core.types import Document, doc_id_for
 
-DOCUMENTS_VERSION = 2
-"""Bumped when ``iter_documents`` changes what it yields (2: PageRank), so cached indexes rebuild."""
+DOCUMENTS_VERSION = 3
+"""Bumped when ``iter_documents`` changes what it yields (2: PageRank; 3: metadata headings
+and anchors, less leaked anchors), so cached indexes rebuild."""
 
 Qrels = dict[str, dict[str, int]]
 """query id → document external id → relevance grade."""
@@ -49,13 +50,47 @@ class BeirDataset:
     def doc_id(self, external_id: str) -> int:
         return doc_id_for(f"beir:{self.name}:{external_id}")
 
+    def leaked_anchors(self) -> dict[str, set[str]]:
+        """Page id → anchor texts that are some judged query's own anchor for that page.
+
+        From ``leakage.jsonl`` (crawl-derived sets): such an anchor must not feed the
+        page's anchor evidence, or the query would find its page by reading its own label.
+        """
+        path = self.root / "leakage.jsonl"
+        out: dict[str, set[str]] = {}
+        if not path.exists():
+            return out
+        with path.open(encoding="utf-8") as handle:
+            for line in handle:
+                if line.strip():
+                    record = json.loads(line)
+                    out.setdefault(str(record["target"]), set()).add(_anchor_key(str(record["anchor_key"])))
+        return out
+
+    def folds(self) -> dict[str, int] | None:
+        """Query id → fold from ``folds.tsv`` when the collection fixes its own folds, else None."""
+        path = self.root / "folds.tsv"
+        if not path.exists():
+            return None
+        out: dict[str, int] = {}
+        with path.open(encoding="utf-8") as handle:
+            for row in csv.reader(handle, delimiter="\t"):
+                if len(row) >= 2 and row[1].strip().isdigit():
+                    out[row[0]] = int(row[1])
+        return out
+
     def iter_documents(self) -> Iterator[Document]:
         """Every record as a Document, with its PageRank from the collection's link graph
         (cisi's ``metadata.links``; uniform 1.0 where a collection has no links), so an
-        index of the collection serves the same static values training sees."""
+        index of the collection serves the same static values training sees.
+
+        ``metadata.headings`` and ``metadata.anchors`` (crawl-derived sets) are indexed
+        as the crawl indexes them, less the anchors :meth:`leaked_anchors` names.
+        """
         from training.linkgraph import beir_pagerank
 
         pagerank = beir_pagerank(self.root)
+        leaked = self.leaked_anchors()
         with (self.root / "corpus.jsonl").open(encoding="utf-8") as handle:
             for line_no, line in enumerate(handle, 1):
                 if not line.strip():
@@ -67,11 +102,18 @@ class BeirDataset:
                     raise ConfigError(
                         f"{self.root / 'corpus.jsonl'} line {line_no} is not a BEIR record: {exc}"
                     ) from exc
+                metadata = record.get("metadata") or {}
+                drop = leaked.get(external_id, set())
+                anchors = tuple(
+                    str(a) for a in metadata.get("anchors") or () if _anchor_key(str(a)) not in drop
+                )
                 yield Document(
                     doc_id=doc_id_for(f"beir:{self.name}:{external_id}"),
                     url=f"beir://{self.name}/{external_id}",
                     title=str(record.get("title") or ""),
                     body=str(record.get("text") or ""),
+                    headings=tuple(str(h) for h in metadata.get("headings") or ()),
+                    anchors=anchors,
                     host=self.name,
                     lang="en",
                     filetype="txt",
@@ -102,3 +144,10 @@ class BeirDataset:
         """Queries that have at least one judgment, in query-file order."""
         qrels = self.qrels()
         return {qid: text for qid, text in self.queries().items() if qid in qrels}
+
+
+def _anchor_key(text: str) -> str:
+    """The key the crawl-derived set compares anchor texts by (its ``anchor_key``)."""
+    from training.crawl_dataset import normalize
+
+    return normalize(text)

@@ -1,32 +1,51 @@
-"""The evaluation harness: ``trawl eval --dataset DIR --ranker NAME [--json]``.
+"""The evaluation harness: ``trawl eval --dataset DIR --ranker NAME [--shards N] [--json]``.
 
-Builds (or reuses a cached) index of a BEIR collection, runs every judged query
-through a named ranker, and scores the run with pytrec_eval. Queries the analyzer
-refuses (nothing searchable left) still count, with an empty result.
+It evaluates the served search path, not a copy of it: the collection is indexed like
+any crawl (cached by content), vectors are backfilled by the ``trawl embed`` job, the
+index is opened with :func:`rerank.pipeline.open_search_service` (what the API opens)
+and every judged query goes through :meth:`retrieval.search.SearchService.search`, as
+typed (``spell=False``), page after page until ``depth`` results. The run scores the
+served order itself (rank-based scores), so the figures are those of what a user sees.
+
+``ltr`` without ``--model`` is cross-validated: for each fold, a model is trained on
+the other folds (plus, with ``train_with``, every query of other collections: the
+mix), written as a normal model directory, and served through the normal ``ltr`` stage
+to the fold's queries. Folds come from the collection's ``folds.tsv`` when it has one
+(crawl-derived sets split by target page), else a seeded split by query.
+
+Rankers registered in :mod:`training.rankers` that are not served (experiment
+baselines, test doubles) still run through their own runner.
 """
 
 from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Mapping
-from dataclasses import dataclass
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from core.errors import QueryError
+from core.errors import ConfigError, QueryError
 from core.settings import Settings
 from core.types import Query
 from retrieval.analyzer import parse_query
 from retrieval.build import build_index
 from retrieval.manifest import IndexManifest
+from retrieval.search import SearchService
 from training.datasets import BeirDataset
 from training.metrics import evaluate_run
-from training.rankers import EvalContext, make_ranker
+from training.rankers import SERVED_RANKERS, VECTOR_RANKERS, EvalContext, make_ranker, ranker_names
 
 logger = logging.getLogger(__name__)
 
-RUN_DEPTH = 1000
+RUN_DEPTH = 100
+"""Results scored per query: nDCG@10, MRR@10 and Recall@100 need no more."""
+
+ServiceOpener = Callable[[Settings, Path], SearchService]
+RankedIds = list[str]
+"""External ids in served order."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -38,26 +57,42 @@ class EvalResult:
     per_query: dict[str, dict[str, float]]
     seconds: float
     extra: dict[str, Any]
+    run: dict[str, RankedIds] = field(default_factory=dict)
+    """Query id → the external ids scored, in served order."""
 
     def to_json(self) -> dict[str, Any]:
         out: dict[str, Any] = {"dataset": self.dataset, "ranker": self.ranker, "queries": self.queries}
         out.update({m: round(v, 6) for m, v in self.means.items()})
         out.update(self.extra)
-        out["per_query"] = {q: {"ndcg@10": round(s["ndcg@10"], 6)} for q, s in self.per_query.items()}
+        out["per_query"] = {
+            q: {m: round(s[m], 6) for m in ("ndcg@10", "mrr@10")} for q, s in self.per_query.items()
+        }
         return out
 
 
-def cached_index(dataset: BeirDataset, settings: Settings) -> tuple[Path, Path]:
+def cached_index(dataset: BeirDataset, settings: Settings, *, shards: int = 1) -> tuple[Path, Path]:
     """Index and scratch directory for a dataset, rebuilt only when the corpus changed."""
-    cache_dir = settings.data_dir / "cache" / "eval" / f"{dataset.name}-{dataset.fingerprint()}"
+    suffix = f"-s{shards}" if shards > 1 else ""
+    cache_dir = settings.data_dir / "cache" / "eval" / f"{dataset.name}-{dataset.fingerprint()}{suffix}"
     index_dir = cache_dir / "index"
     try:
         IndexManifest.load(index_dir)
     except Exception:  # noqa: BLE001 - any unreadable cache is rebuilt
         logger.info("building the evaluation index of %s in %s", dataset.name, index_dir)
         cache_dir.mkdir(parents=True, exist_ok=True)
-        build_index(dataset.iter_documents(), index_dir, source=f"beir:{dataset.root}")
+        build_index(dataset.iter_documents(), index_dir, shards=shards, source=f"beir:{dataset.root}")
     return index_dir, cache_dir
+
+
+def ensure_vectors(index_dir: Path, settings: Settings) -> str:
+    """Backfill the index's vectors with the ``trawl embed`` job (a no-op once done); the model id."""
+    from retrieval.backfill import backfill_index
+    from retrieval.embed import Embedder
+
+    embedder = Embedder.from_settings(settings.embed)
+    report = backfill_index(index_dir, embedder, settings.embed)
+    logger.info("vectors of %s: %d docs, %d embedded now", index_dir, report.docs, report.embedded)
+    return report.model_id
 
 
 def parse_queries(texts: Mapping[str, str]) -> dict[str, Query]:
@@ -70,6 +105,61 @@ def parse_queries(texts: Mapping[str, str]) -> dict[str, Query]:
     return parsed
 
 
+def served_ranking(service: SearchService, text: str, ranker: str, depth: int = RUN_DEPTH) -> RankedIds:
+    """The first ``depth`` results ``/v1/search`` serves for ``text`` (pages followed by cursor)."""
+    size = min(depth, service.settings.max_page_size)
+    ids: RankedIds = []
+    try:
+        response = service.search(text, ranker=ranker, size=size, spell=False)
+        while True:
+            ids.extend(h.external_id or h.url for h in response.hits)
+            if len(ids) >= depth or not response.next_cursor:
+                break
+            response = service.search(None, cursor=response.next_cursor, spell=False)
+    except QueryError:
+        return []  # nothing searchable left: the query counts, with an empty result
+    return ids[:depth]
+
+
+def served_run(
+    service: SearchService, queries: Mapping[str, str], ranker: str, depth: int = RUN_DEPTH
+) -> dict[str, RankedIds]:
+    return {qid: served_ranking(service, text, ranker, depth) for qid, text in queries.items()}
+
+
+@contextmanager
+def opened(open_service: ServiceOpener, settings: Settings, index_dir: Path) -> Iterator[SearchService]:
+    service = open_service(settings, index_dir)
+    try:
+        yield service
+    finally:
+        for stage in service.stages.values():
+            close = getattr(stage, "close", None)
+            if close is not None:
+                close()
+        service.close()
+
+
+def default_opener() -> ServiceOpener:
+    from rerank.pipeline import open_search_service
+
+    return open_search_service
+
+
+def eval_settings(settings: Settings, *, ltr_model: Path | None = None) -> Settings:
+    """The served settings, with the response cache off (every query is ranked afresh)."""
+    search = settings.search.model_copy(update={"cache_entries": 0})
+    rank = settings.rank.model_copy(update={"ltr_model": ltr_model}) if ltr_model else settings.rank
+    return settings.model_copy(update={"search": search, "rank": rank})
+
+
+def as_run(ranked: Mapping[str, RankedIds]) -> dict[str, dict[str, float]]:
+    """Rank-based scores, so pytrec_eval scores exactly the served order."""
+    return {
+        q: {d: float(len(ids) - i) for i, d in enumerate(dict.fromkeys(ids))} for q, ids in ranked.items()
+    }
+
+
 def evaluate(
     dataset_dir: Path,
     ranker_name: str,
@@ -77,44 +167,82 @@ def evaluate(
     settings: Settings | None = None,
     options: dict[str, str] | None = None,
     folds: int = 5,
+    shards: int = 1,
+    depth: int = RUN_DEPTH,
+    train_with: Sequence[Path] = (),
+    open_service: ServiceOpener | None = None,
 ) -> EvalResult:
+    """Every judged query of a collection through ``ranker_name`` as served; pytrec_eval's metrics."""
     settings = settings or Settings()
+    options = dict(options or {})
+    if ranker_name not in ranker_names():
+        raise ConfigError(f"Unknown ranker {ranker_name!r}; expected one of: {', '.join(ranker_names())}.")
     dataset = BeirDataset.open(dataset_dir)
-    index_dir, cache_dir = cached_index(dataset, settings)
+    index_dir, cache_dir = cached_index(dataset, settings, shards=shards)
     qrels = dataset.qrels()
-    context = EvalContext(
-        dataset=dataset,
-        index_dir=index_dir,
-        cache_dir=cache_dir,
-        qrels=qrels,
-        settings=settings,
-        folds=folds,
-        options=dict(options or {}),
-    )
-    ranker = make_ranker(ranker_name, context)
-    queries = parse_queries(dataset.judged_queries())
+    texts = dataset.judged_queries()
+    extra: dict[str, Any] = {"depth": depth, "shards": shards, "path": "served"}
     started = time.perf_counter()
-    ranked = ranker.run(queries, RUN_DEPTH)
+    if ranker_name not in SERVED_RANKERS:
+        ranked = _registered_run(dataset, ranker_name, index_dir, cache_dir, settings, options, folds, depth)
+        extra["path"] = "registered"
+    else:
+        opener = open_service or default_opener()
+        if ranker_name in VECTOR_RANKERS:
+            extra["model_id"] = ensure_vectors(index_dir, settings)
+        if ranker_name.startswith("ltr") and not options.get("model"):
+            from training.ltr_folds import fold_models
+
+            cv = fold_models(dataset, settings, folds=folds, train_with=train_with)
+            extra.update(cv.report())
+            ranked = {}
+            for fold, model_dir in cv.models.items():
+                fold_queries = {q: texts[q] for q in cv.test_queries(fold) if q in texts}
+                with opened(opener, eval_settings(settings, ltr_model=model_dir), index_dir) as service:
+                    ranked.update(served_run(service, fold_queries, ranker_name, depth))
+        else:
+            model = Path(options["model"]) if options.get("model") else None
+            with opened(opener, eval_settings(settings, ltr_model=model), index_dir) as service:
+                if ranker_name not in service.ranker_names():
+                    raise ConfigError(
+                        f"Ranker {ranker_name!r} cannot be served on this index "
+                        f"(available: {', '.join(service.ranker_names())})."
+                    )
+                ranked = served_run(service, texts, ranker_name, depth)
+                stage = service.stages[ranker_name]
+                model_id = getattr(getattr(stage, "model", None), "model_id", None)
+                if model_id:
+                    extra["ltr_model"] = model_id
     seconds = time.perf_counter() - started
-    external = {dataset.doc_id(d): d for q in qrels.values() for d in q}
-    # Map internal doc ids back to the collection's ids (judged ones via the table above,
-    # the rest through the index's stored external ids).
-    shard = context.lexical()
-    missing = {h.doc_id for hits in ranked.values() for h in hits if h.doc_id not in external}
-    for doc_id, stored in shard.stored_many(sorted(missing)).items():
-        external[doc_id] = stored.external_id
-    run = {
-        qid: {external[h.doc_id]: h.score for h in hits if h.doc_id in external}
-        for qid, hits in ranked.items()
-    }
-    report = evaluate_run(run, {q: qrels[q] for q in queries})
-    extra = dict(getattr(ranker, "report_extra", {}) or {})
+    report = evaluate_run(as_run(ranked), {q: qrels[q] for q in texts})
     return EvalResult(
         dataset=dataset.name,
         ranker=ranker_name,
-        queries=len(queries),
+        queries=len(texts),
         means=report.means,
         per_query=report.per_query,
         seconds=seconds,
         extra=extra,
+        run=ranked,
     )
+
+
+def _registered_run(
+    dataset: BeirDataset,
+    name: str,
+    index_dir: Path,
+    cache_dir: Path,
+    settings: Settings,
+    options: dict[str, str],
+    folds: int,
+    depth: int,
+) -> dict[str, RankedIds]:
+    """A registered (not served) ranker's run, mapped to the collection's ids."""
+    qrels = dataset.qrels()
+    context = EvalContext(dataset, index_dir, cache_dir, qrels, settings, folds=folds, options=options)
+    ranker = make_ranker(name, context)
+    hits = ranker.run(parse_queries(dataset.judged_queries()), depth)
+    shard = context.lexical()
+    wanted = sorted({h.doc_id for ranked in hits.values() for h in ranked})
+    external = {d: s.external_id for d, s in shard.stored_many(wanted).items()}
+    return {q: [external[h.doc_id] for h in ranked if h.doc_id in external] for q, ranked in hits.items()}

@@ -91,6 +91,11 @@ class Retrieval:
         )
 
 
+def query_text(query: Query) -> str:
+    """What the embedder sees: the positive words (operators stripped), else the raw text."""
+    return query.positive_text or query.raw
+
+
 def open_retrieval(index_dir: Path, settings: Settings, queries: Mapping[str, Query]) -> Retrieval:
     """Lexical shard, backfilled vectors and encoded queries of a one-shard evaluation index.
 
@@ -100,7 +105,6 @@ def open_retrieval(index_dir: Path, settings: Settings, queries: Mapping[str, Qu
     from retrieval.backfill import backfill_index, open_vector_shard
     from retrieval.embed import Embedder
     from retrieval.layout import lexical_dir
-    from training.rankers_dense import query_text
 
     embedder = Embedder.from_settings(settings.embed)
     backfill_index(index_dir, embedder, settings.embed)

@@ -1,12 +1,10 @@
 """Rankers the evaluation harness can run, by name.
 
-A ranker answers a batch of parsed queries with up to ``k`` scored documents each.
-It gets an :class:`EvalContext` (the dataset, its cached index, the qrels and the
-query folds) so that rankers which learn something (a fusion weight, an LTR model)
-can fit on training folds and score only held-out queries.
-
-Trawl's own rankers are listed in :func:`_builtin`; :func:`register_ranker` adds
-others (experiment baselines, test doubles) under new names.
+Trawl's own rankers are :data:`SERVED_RANKERS`: the harness ranks them through the
+served search path (:mod:`training.evaluate`), never through a copy here.
+:func:`register_ranker` adds others (experiment baselines, test doubles) under new
+names; such a runner answers a batch of parsed queries with up to ``k`` scored
+documents each, given an :class:`EvalContext` (the dataset, its cached index, the qrels).
 """
 
 from __future__ import annotations
@@ -61,44 +59,27 @@ def register_ranker(name: str) -> Callable[[RankerFactory], RankerFactory]:
     return wrap
 
 
-def _builtin() -> dict[str, RankerFactory]:
-    """Trawl's rankers by name.
-
-    Imported when first asked for, not at the top: each of those modules imports this
-    one (``EvalContext``), and LightGBM comes with them, which importing this module
-    should not cost.
-    """
-    from training.rankers_ce import LtrCeRanker
-    from training.rankers_dense import DenseRanker, HybridConvexRanker, HybridRrfRanker
-    from training.rankers_ltr import LtrRanker
-
-    return {
-        "bm25": _bm25,
-        "dense": DenseRanker,
-        "hybrid-rrf": HybridRrfRanker,
-        "hybrid": HybridConvexRanker,
-        "ltr": LtrRanker,
-        "ltr+ce": LtrCeRanker,
-    }
-
-
-def _rankers() -> dict[str, RankerFactory]:
-    return {**_builtin(), **_REGISTERED}
+SERVED_RANKERS: tuple[str, ...] = ("bm25", "dense", "hybrid-rrf", "hybrid", "ltr", "ltr+ce")
+"""Stage names of :class:`retrieval.search.SearchService` (and ``rerank.pipeline``)."""
+VECTOR_RANKERS: frozenset[str] = frozenset(SERVED_RANKERS) - {"bm25"}
 
 
 def ranker_names() -> list[str]:
-    return sorted(_rankers())
+    return sorted({*SERVED_RANKERS, *_REGISTERED})
 
 
 def make_ranker(name: str, context: EvalContext) -> EvalRanker:
-    rankers = _rankers()
-    if name not in rankers:
-        raise ConfigError(f"Unknown ranker {name!r}; expected one of: {', '.join(sorted(rankers))}.")
-    return rankers[name](context)
+    """The runner of a registered (not served) ranker."""
+    if name not in _REGISTERED:
+        raise ConfigError(f"Unknown ranker {name!r}; expected one of: {', '.join(ranker_names())}.")
+    return _REGISTERED[name](context)
 
 
 class Bm25Ranker:
-    """Tantivy BM25 with Trawl's analysis and field boosts."""
+    """Shard-level BM25: a building block for experiment baselines (``bm25-notitle``).
+
+    Trawl's own ``bm25`` is served; this is for baselines that change one thing of it.
+    """
 
     name = "bm25"
 
@@ -107,7 +88,3 @@ class Bm25Ranker:
 
     def run(self, queries: Mapping[str, Query], k: int) -> dict[str, list[ScoredDoc]]:
         return {qid: list(self.shard.search(q, k=k).hits) for qid, q in queries.items()}
-
-
-def _bm25(context: EvalContext) -> EvalRanker:
-    return Bm25Ranker(context.lexical())

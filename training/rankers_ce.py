@@ -1,4 +1,4 @@
-"""The ``ltr+ce`` ranker of the evaluation harness: held-out LTR, then a held-out cross-encoder.
+"""Cross-validation helpers for the cross-encoder over held-out LTR (the served ``ltr+ce`` stage).
 
 Both models are cross-validated on the same query folds (:func:`training.train_ltr.cv_splits`
 over the judged queries, as :func:`training.train_ltr.cross_validate` makes them): a
@@ -20,23 +20,15 @@ re-running with another weight does not retrain.
 
 from __future__ import annotations
 
-import dataclasses
-import hashlib
-import json
 import logging
-import time
 from collections.abc import Callable, Mapping, Sequence
-from typing import Any
 
 import numpy as np
 
-from core.types import DocId, Query, ScoredDoc
+from core.types import DocId
 from rerank.cross_encoder import rerank_head
-from training.features import beir_labels, collection_frame
 from training.metrics import MetricReport, evaluate_run
-from training.rankers import EvalContext
-from training.train_ltr import FullQrels, LtrParams, Split, cross_validate, cv_splits
-from training.train_reranker import RerankerParams, shard_texts, train_fold
+from training.train_ltr import FullQrels, Split
 
 logger = logging.getLogger(__name__)
 
@@ -112,123 +104,3 @@ def choose_weights(
                 best = (mean, w)
         out[split.fold] = best[1] if best is not None else 0.0
     return out
-
-
-class LtrCeRanker:
-    name = "ltr+ce"
-
-    def __init__(self, context: EvalContext) -> None:
-        self.context = context
-        self.report_extra: dict[str, Any] = {}
-
-    def run(self, queries: Mapping[str, Query], k: int) -> dict[str, list[ScoredDoc]]:
-        ctx = self.context
-        rank = ctx.settings.rank
-        depth = int(ctx.options.get("depth", ctx.settings.search.candidate_k))
-        top_n = rank.reranker_top_n
-        params = dataclasses.replace(RerankerParams(), max_pairs=rank.reranker_train_pairs)
-        frame = collection_frame(ctx.dataset.root, ctx.settings, queries=queries, depth=depth).frame
-        labels = beir_labels(ctx.dataset, ctx.qrels)
-        qrels = {q: {str(d): g for d, g in judged.items()} for q, judged in labels.items()}
-
-        started = time.perf_counter()
-        cv = cross_validate(frame, qrels, LtrParams(), folds=ctx.folds)
-        self.report_extra["ltr_cv_seconds"] = round(time.perf_counter() - started, 2)
-        judged = [q for q in dict.fromkeys(frame["qid"].to_list()) if qrels.get(q)]
-        splits = cv_splits(judged, ctx.folds, seed=0)
-
-        key = hashlib.blake2b(
-            json.dumps(
-                [dataclasses.asdict(params), top_n, ctx.folds, depth, sorted(queries)], sort_keys=True
-            ).encode(),
-            digest_size=8,
-        ).hexdigest()
-        cache = ctx.cache_dir / f"ce-scores-{key}.json"
-        if cache.exists():
-            stored = json.loads(cache.read_text())
-            ce = {q: {DocId(int(d)): s for d, s in row.items()} for q, row in stored["scores"].items()}
-            self.report_extra.update(stored["extra"])
-            self.report_extra["ce_scores_cached"] = str(cache)
-        else:
-            ce = self._cross_validate(splits, cv.scores, labels, queries, frame, params, top_n)
-            cache.write_text(
-                json.dumps(
-                    {
-                        "scores": {q: {str(d): s for d, s in row.items()} for q, row in ce.items()},
-                        "extra": self.report_extra,
-                    }
-                )
-            )
-        grid = sorted({*WEIGHT_GRID, rank.reranker_weight})
-        finals = {
-            w: {
-                q: combine(cv.scores.get(q, {}), ce[q], top_n=top_n, weight=w)
-                if q in ce
-                else dict(cv.scores.get(q, {}))
-                for q in queries
-            }
-            for w in grid
-        }
-        reports = {w: _report(s, qrels, judged) for w, s in finals.items()}
-        fold_weights = choose_weights(splits, {w: r.per_query for w, r in reports.items()})
-        chosen = {
-            q: finals[fold_weights[split.fold]][q] for split in splits for q in split.test if q in queries
-        }
-        chosen.update({q: finals[rank.reranker_weight][q] for q in queries if q not in chosen})
-        self.report_extra["weight"] = "chosen per fold on the other folds' held-out queries"
-        self.report_extra["fold_weights"] = [fold_weights[split.fold] for split in splits]
-        self.report_extra["top_n"] = top_n
-        self.report_extra["by_weight"] = {
-            str(w): {m: round(v, 4) for m, v in r.means.items()} for w, r in reports.items()
-        }
-        out: dict[str, list[ScoredDoc]] = {}
-        for qid in queries:
-            ordered = sorted(chosen.get(qid, {}).items(), key=lambda item: (-item[1], item[0]))[:k]
-            out[qid] = [ScoredDoc(d, s) for d, s in ordered]
-        return out
-
-    def _cross_validate(
-        self,
-        splits: Sequence[Split],
-        ltr_scores: Mapping[str, Mapping[DocId, float]],
-        labels: Mapping[str, Mapping[DocId, int]],
-        queries: Mapping[str, Query],
-        frame: Any,
-        params: RerankerParams,
-        top_n: int,
-    ) -> dict[str, dict[DocId, float]]:
-        from retrieval.embed import default_model_path
-
-        texts_of = shard_texts(self.context.lexical())
-        query_texts = {q: query.raw for q, query in queries.items()}
-        fold_stats: list[dict[str, Any]] = []
-        score_ms: list[float] = []
-
-        def train(qids: Sequence[str]) -> Callable[[str, Sequence[DocId]], Sequence[float]]:
-            reranker, stats = train_fold(
-                default_model_path(), frame, labels, qids, query_texts, texts_of, params
-            )
-            fold_stats.append(stats)
-            logger.info("reranker fold %d: %s", len(fold_stats) - 1, stats)
-
-            def score(qid: str, doc_ids: Sequence[DocId]) -> Sequence[float]:
-                texts = texts_of(doc_ids)
-                begun = time.perf_counter()
-                values = reranker.score(query_texts[qid], [texts.get(d, "") for d in doc_ids])
-                score_ms.append((time.perf_counter() - begun) * 1000)
-                return [float(v) for v in values]
-
-            return score
-
-        started = time.perf_counter()
-        ce = cross_validate_ce(splits, ltr_scores, train, top_n=top_n)
-        self.report_extra["ce_cv_seconds"] = round(time.perf_counter() - started, 2)
-        self.report_extra["ce_train_seconds"] = [s["seconds"] for s in fold_stats]
-        self.report_extra["ce_train_pairs"] = [s["pairs"] for s in fold_stats]
-        self.report_extra["ce_last_loss"] = [s["last_loss"] for s in fold_stats]
-        self.report_extra["ce_ms_per_query"] = {
-            "median": round(float(np.median(score_ms)), 1) if score_ms else None,
-            "p95": round(float(np.percentile(score_ms, 95)), 1) if score_ms else None,
-            "threads": params.threads,
-        }
-        return ce

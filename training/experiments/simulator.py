@@ -390,25 +390,12 @@ def size_experiment(
 
 def ranked_lists(dataset_dir: Path, ranker: str, *, settings: Settings, k: int = K) -> dict[str, list[str]]:
     """Top-k external ids per judged query of a collection, from a named ranker (catalog or registry)."""
-    from training.datasets import BeirDataset
-    from training.evaluate import RUN_DEPTH, cached_index, parse_queries
+    from training.evaluate import evaluate
     from training.experiments.rankers_config import RankerCatalog
-    from training.rankers import EvalContext, make_ranker
 
     config = RankerCatalog.load(settings.experiments.rankers_file).check_runnable(ranker)
-    dataset = BeirDataset.open(dataset_dir)
-    index_dir, cache_dir = cached_index(dataset, settings)
-    context = EvalContext(dataset, index_dir, cache_dir, dataset.qrels(), settings, options=config.options)
-    runner = make_ranker(config.ranker, context)
-    ranked = runner.run(parse_queries(dataset.judged_queries()), RUN_DEPTH)
-    external: dict[int, str] = {}
-    wanted = sorted({int(h.doc_id) for hits in ranked.values() for h in hits[:k]})
-    for doc_id, stored in context.lexical().stored_many(wanted).items():  # type: ignore[arg-type]
-        external[int(doc_id)] = stored.external_id
-    return {
-        q: [external[int(h.doc_id)] for h in hits[:k] if int(h.doc_id) in external]
-        for q, hits in ranked.items()
-    }
+    run = evaluate(dataset_dir, config.ranker, settings=settings, options=dict(config.options)).run
+    return {q: ids[:k] for q, ids in run.items()}
 
 
 def relevance_from_qrels(qrels: Mapping[str, Mapping[str, int]]) -> dict[str, dict[str, float]]:

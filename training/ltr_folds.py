@@ -1,0 +1,129 @@
+"""Cross-validated LTR as served: one model directory per fold, trained without that fold.
+
+``trawl eval --ranker ltr`` serves fold ``f``'s queries with the model trained on the
+other folds (and on every query of the ``train_with`` collections, when the mix is
+asked for), through the normal ``ltr`` stage. Nothing scores a query with a model that
+saw its judgments or chose its rounds on them.
+
+Folds: the collection's ``folds.tsv`` when it has one (crawl-derived sets: split by
+target page, so no page is trained and tested on), else a seeded split by query.
+Fold models are cached under the collection's evaluation cache, keyed by the training
+frames (which are keyed by the feature code), the folds and the parameters.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import logging
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import polars as pl
+
+from core.settings import Settings
+from rerank.features import SCHEMA
+from rerank.ltr import MODEL_FILE, LtrModel, model_id_of
+from training.datasets import BeirDataset
+from training.features import beir_labels, collection_frame
+from training.train_ltr import LtrParams, collection_prefix, fit, query_folds
+
+logger = logging.getLogger(__name__)
+
+
+@dataclass
+class FoldModels:
+    """Fold → served model directory, and which fold each query is tested in."""
+
+    assignment: dict[str, int]
+    models: dict[int, Path] = field(default_factory=dict)
+    rounds: dict[int, int] = field(default_factory=dict)
+    folds_from: str = "seeded split by query"
+    train_with: tuple[str, ...] = ()
+
+    def test_queries(self, fold: int) -> list[str]:
+        return [q for q, f in self.assignment.items() if f == fold]
+
+    def report(self) -> dict[str, Any]:
+        return {
+            "cv": {
+                "folds": len(self.models),
+                "folds_from": self.folds_from,
+                "train_with": list(self.train_with),
+                "fold_rounds": [self.rounds[f] for f in sorted(self.rounds)],
+                "fold_models": [str(self.models[f]) for f in sorted(self.models)],
+            }
+        }
+
+
+def fold_assignment(
+    dataset: BeirDataset, qids: Sequence[str], folds: int, *, seed: int = 0
+) -> tuple[dict[str, int], str]:
+    fixed = dataset.folds()
+    if fixed:
+        return {q: fixed[q] for q in qids if q in fixed}, "folds.tsv (by target page)"
+    return query_folds(qids, folds, seed=seed), f"seeded split by query ({folds} folds, seed {seed})"
+
+
+def fold_models(
+    dataset: BeirDataset,
+    settings: Settings,
+    *,
+    folds: int = 5,
+    train_with: Sequence[Path] = (),
+    params: LtrParams | None = None,
+    seed: int = 0,
+) -> FoldModels:
+    """Train (or reuse) one model per fold of ``dataset``; see the module doc."""
+    from training.evaluate import cached_index
+
+    params = params or dataclasses.replace(LtrParams(), seed=seed)
+    own = collection_frame(dataset.root, settings)
+    prefix = collection_prefix(dataset)
+    frames = [own.frame.with_columns((pl.lit(prefix) + pl.col("qid")).alias("qid"))]
+    labels = beir_labels(dataset, dataset.qrels())
+    assignment, folds_from = fold_assignment(dataset, list(labels), folds, seed=seed)
+    teaches = {prefix + q for q, graded in labels.items() if any(graded.values())}
+    others: list[str] = []
+    keys = [str(own.path)]
+    for root in train_with:
+        other = BeirDataset.open(root)
+        built = collection_frame(root, settings)
+        p = collection_prefix(other)
+        frames.append(built.frame.with_columns((pl.lit(p) + pl.col("qid")).alias("qid")))
+        others += [p + q for q, graded in beir_labels(other, other.qrels()).items() if any(graded.values())]
+        keys.append(str(built.path))
+    frame = pl.concat(frames, how="vertical")
+    present = set(frame["qid"].unique().to_list())
+    usable = teaches & present
+    key = hashlib.blake2b(
+        "|".join([*keys, folds_from, repr(sorted(assignment.items())), repr(params)]).encode(), digest_size=8
+    ).hexdigest()
+    _, cache_dir = cached_index(dataset, settings)
+    out = FoldModels(assignment, folds_from=folds_from, train_with=tuple(str(p) for p in train_with))
+    for fold in sorted(set(assignment.values())):
+        directory = cache_dir / f"ltr-cv-{key}" / f"fold-{fold}"
+        if not (directory / MODEL_FILE).exists():
+            train = [
+                prefix + q for q, f in assignment.items() if f != fold and prefix + q in teaches & present
+            ]
+            train += [q for q in others if q in present]
+            model = fit(frame, train, params, seed=seed)
+            name = f"{dataset.name}-fold{fold}"
+            card = {
+                "name": name,
+                "model_id": model_id_of(model.booster, name),
+                "num_boost_round": model.rounds,
+                "trained_on": f"{dataset.name} folds other than {fold} ({folds_from})"
+                + (f" + all of {', '.join(Path(p).name for p in train_with)}" if train_with else ""),
+                "queries": len(train),
+            }
+            LtrModel(booster=model.booster, features=SCHEMA, card=card).save(directory)
+            logger.info(
+                "fold %d of %s: %d rounds on %d queries", fold, dataset.name, model.rounds, len(train)
+            )
+        out.models[fold] = directory
+        out.rounds[fold] = int(LtrModel.load(directory).card.get("num_boost_round", 0))
+    return out
