@@ -11,17 +11,29 @@ seam), so the layout lives below all of them. No other module spells these names
     DIR/
       frontier.sqlite     crawl database: URLs, hosts, robots, queued seeds (SQLite, WAL)
       docs/               parsed documents, Parquet segments (core.docstore)
+        <worker>/         one fleet worker's segments (a crawl on a shared frontier)
       links/              link-graph edges, Parquet segments (core.linkgraph)
+        <worker>/         one fleet worker's edge files
       warc/               raw responses, WARC files (crawl.warc)
+        <worker>/         one fleet worker's WARC files
       pagerank.parquet    PageRank per canonical URL (written by training.linkgraph)
 """
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 from pathlib import Path
 
-__all__ = ["CrawlDir"]
+__all__ = ["CrawlDir", "worker_folder"]
+
+_UNSAFE = re.compile(r"[^A-Za-z0-9._-]+")
+
+
+def worker_folder(worker_id: str) -> str:
+    """The folder name of a fleet worker's segments under ``docs/``, ``links/`` and ``warc/``."""
+    name = _UNSAFE.sub("_", worker_id).strip("._") or "worker"
+    return f"w-{name}"
 
 
 @dataclass(frozen=True, slots=True)
@@ -57,6 +69,10 @@ class CrawlDir:
     def pagerank(self) -> Path:
         """PageRank per canonical URL, input to index build."""
         return self.root / "pagerank.parquet"
+
+    def warc_for(self, worker: str | None) -> Path:
+        """A worker's WARC folder (``warc/`` itself for a one-process crawl)."""
+        return self.warc / worker if worker else self.warc
 
     def exists(self) -> bool:
         """True when a crawl has written its database here."""

@@ -72,33 +72,38 @@ assert set(_FIELD_NAMES) == set(DOCUMENT_SCHEMA), "Document and DOCUMENT_SCHEMA 
 
 
 class DocStore:
-    """Append-only Parquet segments of ``Document`` records under ``root``."""
+    """Append-only Parquet segments of ``Document`` records under ``root``.
 
-    def __init__(self, root: Path) -> None:
+    With ``worker``, this store writes its segments and manifest in ``root/<worker>/``,
+    so crawl workers sharing one directory never write the same file; reading always
+    covers ``root``'s own segments and then every worker folder's (by folder name), and
+    a worker's segments are named ``<worker>/seg-NNNNNN.parquet``.
+    """
+
+    def __init__(self, root: Path, *, worker: str | None = None) -> None:
         self.root = Path(root)
+        self.worker = worker
+        self._write_root = self.root / worker if worker else self.root
 
     def _manifest_path(self) -> Path:
-        return self.root / MANIFEST
+        return self._write_root / MANIFEST
 
     def segments(self) -> list[str]:
-        """Segment file names in append order."""
-        path = self._manifest_path()
-        if not path.exists():
-            return []
-        manifest = json.loads(path.read_text())
-        return [entry["name"] for entry in manifest["segments"]]
+        """Segment names (relative to ``root``) in append order: the root's, then each worker's."""
+        names = [entry["name"] for entry in _entries(self.root / MANIFEST)]
+        if self.root.is_dir():
+            for child in sorted(self.root.iterdir()):
+                if child.is_dir() and (child / MANIFEST).exists():
+                    names.extend(f"{child.name}/{entry['name']}" for entry in _entries(child / MANIFEST))
+        return names
 
     def _manifest_entries(self) -> list[dict[str, Any]]:
-        path = self._manifest_path()
-        if not path.exists():
-            return []
-        entries: list[dict[str, Any]] = json.loads(path.read_text())["segments"]
-        return entries
+        return _entries(self._manifest_path())
 
     def _next_segment_name(self) -> str:
         numbers = [0]
-        if self.root.exists():
-            for child in self.root.iterdir():
+        if self._write_root.exists():
+            for child in self._write_root.iterdir():
                 match = _SEGMENT.match(child.name)
                 if match:
                     numbers.append(int(match.group(1)))
@@ -115,16 +120,16 @@ class DocStore:
             count += 1
         if count == 0:
             return ""
-        self.root.mkdir(parents=True, exist_ok=True)
+        self._write_root.mkdir(parents=True, exist_ok=True)
         frame = pl.DataFrame(columns, schema=DOCUMENT_SCHEMA)
         name = self._next_segment_name()
-        write_with(self.root / name, lambda tmp: frame.write_parquet(tmp, compression="zstd"))
+        write_with(self._write_root / name, lambda tmp: frame.write_parquet(tmp, compression="zstd"))
         entries = self._manifest_entries()
         entries.append({"name": name, "rows": count})
         manifest = {"format": _FORMAT, "segments": entries}
         write_text(self._manifest_path(), json.dumps(manifest, indent=1))
         logger.info("Docstore segment %s written (%d documents)", name, count)
-        return name
+        return f"{self.worker}/{name}" if self.worker else name
 
     def _read(self, segment: str) -> pl.DataFrame:
         return pl.read_parquet(self.root / segment).cast(DOCUMENT_SCHEMA)
@@ -175,6 +180,13 @@ class DocStore:
     def __len__(self) -> int:
         """Number of distinct documents (latest versions)."""
         return len(self._latest_positions())
+
+
+def _entries(manifest: Path) -> list[dict[str, Any]]:
+    if not manifest.exists():
+        return []
+    entries: list[dict[str, Any]] = json.loads(manifest.read_text())["segments"]
+    return entries
 
 
 def _rows_to_documents(frame: pl.DataFrame) -> Iterator[Document]:

@@ -41,16 +41,28 @@ class Edge:
 
 
 class LinkGraphStore:
-    """Edge files under ``root``, named ``edges-NNNNNN.parquet`` in append order."""
+    """Edge files under ``root``, named ``edges-NNNNNN.parquet`` in append order.
 
-    def __init__(self, root: Path) -> None:
+    With ``worker``, this store writes in ``root/<worker>/`` (crawl workers sharing one
+    directory never write the same file); reading covers ``root`` and every worker folder.
+    """
+
+    def __init__(self, root: Path, *, worker: str | None = None) -> None:
         self.root = Path(root)
+        self._write_root = self.root / worker if worker else self.root
 
     def files(self) -> list[Path]:
+        """Every edge file: the root's in append order, then each worker folder's (by name)."""
         if not self.root.exists():
             return []
-        found = [(int(m.group(1)), p) for p in self.root.iterdir() if (m := _EDGES.match(p.name))]
-        return [path for _, path in sorted(found)]
+        out = _edge_files(self.root)
+        for child in sorted(self.root.iterdir()):
+            if child.is_dir():
+                out.extend(_edge_files(child))
+        return out
+
+    def _own_files(self) -> list[Path]:
+        return _edge_files(self._write_root) if self._write_root.exists() else []
 
     def append(self, edges: Iterable[Edge]) -> str:
         """Write the edges as one new file; returns its name (``""`` if none given)."""
@@ -63,12 +75,12 @@ class LinkGraphStore:
             text.append(edge.anchor_text)
         if not src:
             return ""
-        self.root.mkdir(parents=True, exist_ok=True)
-        existing = self.files()
+        self._write_root.mkdir(parents=True, exist_ok=True)
+        existing = self._own_files()
         serial = int(_EDGES.match(existing[-1].name).group(1)) + 1 if existing else 1  # type: ignore[union-attr]
         name = f"edges-{serial:06d}.parquet"
         frame = pl.DataFrame({"src_url": src, "dst_url": dst, "anchor_text": text}, schema=EDGE_SCHEMA)
-        write_with(self.root / name, lambda tmp: frame.write_parquet(tmp, compression="zstd"))
+        write_with(self._write_root / name, lambda tmp: frame.write_parquet(tmp, compression="zstd"))
         return name
 
     def read_edges(self) -> pl.DataFrame:
@@ -77,6 +89,11 @@ class LinkGraphStore:
         if not files:
             return pl.DataFrame(schema=EDGE_SCHEMA)
         return pl.concat([pl.read_parquet(path) for path in files], how="vertical")
+
+
+def _edge_files(folder: Path) -> list[Path]:
+    found = [(int(m.group(1)), p) for p in folder.iterdir() if (m := _EDGES.match(p.name))]
+    return [path for _, path in sorted(found)]
 
 
 def anchors_by_target(

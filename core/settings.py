@@ -142,6 +142,10 @@ class CrawlSettings(BaseModel):
     """Results per commit: documents, edges and crawl state are written together."""
     flush_interval_s: float = Field(2.0, gt=0)
     warc_max_file_bytes: int = Field(1 << 30, ge=1 << 20)
+    frontier_url: str | None = None
+    """A ``postgresql://`` frontier shared by many crawl workers (unset: the crawl directory's SQLite)."""
+    worker_id: str | None = None
+    """This worker's name on a shared frontier (unset: ``host-pid``); names its segment folders."""
 
 
 class ApiSettings(BaseModel):

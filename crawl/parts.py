@@ -26,16 +26,17 @@ from dataclasses import dataclass
 
 import httpx
 
-from core.crawldir import CrawlDir
+from core.crawldir import CrawlDir, worker_folder
 from core.docstore import DocStore
 from core.linkgraph import LinkGraphStore
 from core.settings import CrawlSettings
 from crawl.dedup import NearDupIndex
 from crawl.fetcher import Fetcher, make_client
-from crawl.frontier import Frontier
+from crawl.frontier_store import FrontierApi, open_frontier, open_store
 from crawl.guard import AddressGuard, DnsCache, Resolver, system_resolver
 from crawl.seen import SeenUrls
 from crawl.state import CrawlDb
+from crawl.state_pg import PgCrawlDb
 from crawl.warc import WarcSink
 
 logger = logging.getLogger(__name__)
@@ -48,9 +49,9 @@ class CrawlerParts:
     """The open collaborators of one crawl run; ``aclose`` releases them."""
 
     layout: CrawlDir
-    db: CrawlDb
+    db: CrawlDb | PgCrawlDb
     seen: SeenUrls
-    frontier: Frontier
+    frontier: FrontierApi
     dedup: NearDupIndex
     docstore: DocStore
     links: LinkGraphStore
@@ -82,17 +83,21 @@ class CrawlerParts:
         s = settings
         layout.root.mkdir(parents=True, exist_ok=True)
         with contextlib.ExitStack() as undo:
-            db = CrawlDb(layout.db)
+            # ``frontier_url`` names a PostgreSQL frontier shared by a fleet of workers; then
+            # this worker writes its documents, edges and WARC files in folders of its own.
+            db = open_store(layout, s.frontier_url)
             undo.callback(db.close)
             if recrawl:
                 due = db.schedule_recrawl(time.time())
                 logger.info("Recrawl: %d pages due", due)
             seen = SeenUrls(db)
-            frontier = Frontier.from_settings(s, db, seen, count_existing_pages=not recrawl)
+            frontier = open_frontier(s, db, seen, count_existing_pages=not recrawl, worker_id=s.worker_id)
+            worker_id = getattr(frontier, "worker_id", None)
+            worker = worker_folder(worker_id) if worker_id else None
             dedup = NearDupIndex(s.near_dup_max_distance)
             for url, text_hash, fingerprint in db.indexed_fingerprints():
                 dedup.add(url, text_hash, fingerprint)
-            warc = WarcSink(layout.warc, max_file_bytes=s.warc_max_file_bytes)
+            warc = WarcSink(layout.warc_for(worker), max_file_bytes=s.warc_max_file_bytes)
             undo.callback(warc.close)
             guard = AddressGuard(
                 DnsCache(resolver), allow_private=s.allow_private, allowed_networks=s.allowed_networks
@@ -112,8 +117,8 @@ class CrawlerParts:
                 seen=seen,
                 frontier=frontier,
                 dedup=dedup,
-                docstore=DocStore(layout.docs),
-                links=LinkGraphStore(layout.links),
+                docstore=DocStore(layout.docs, worker=worker),
+                links=LinkGraphStore(layout.links, worker=worker),
                 warc=warc,
                 guard=guard,
                 client=client,
