@@ -16,6 +16,7 @@ class HitModel(BaseModel):
     snippet: str = Field(description="HTML-escaped text; query matches wrapped in <mark>…</mark>.")
     score: float
     explain: dict[str, Any] | None = Field(None, description="Only with explain=true.")
+    similar: int = Field(0, description="Near-identical results on this page folded into this one.")
 
     @classmethod
     def from_domain(cls, hit: Hit) -> Self:
@@ -26,6 +27,7 @@ class HitModel(BaseModel):
             snippet=hit.snippet,
             score=hit.score,
             explain=hit.explain,
+            similar=hit.similar,
         )
 
 

@@ -100,6 +100,8 @@ class Hit:
     external_id: str = ""
     explain: dict[str, Any] | None = None
     """Why this result ranks where it does (only when asked for)."""
+    similar: int = 0
+    """Near-identical results (same SimHash cluster) folded into this one on its page."""
 
 
 @dataclass(frozen=True, slots=True)

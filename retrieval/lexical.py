@@ -87,6 +87,8 @@ class StoredDoc:
     published_at: float | None = None
     fetched_at: float | None = None
     dup_cluster_size: int = 1
+    simhash: int = 0
+    """The page's 64-bit SimHash (0: unknown); near-identical results collapse by it."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -216,6 +218,7 @@ class LexicalShardWriter:
             "published_at": doc.published_at,
             "fetched_at": doc.fetched_at,
             "dup_cluster_size": int(doc.dup_cluster_size),
+            "simhash": int(doc.simhash),
         }
         tdoc.add_bytes("payload", json.dumps(payload, ensure_ascii=False).encode("utf-8"))
         self._writer.add_document(tdoc)
@@ -503,6 +506,7 @@ class LexicalShard:
             published_at=payload.get("published_at"),
             fetched_at=payload.get("fetched_at"),
             dup_cluster_size=int(payload.get("dup_cluster_size", 1)),
+            simhash=int(payload.get("simhash", 0)),
         )
 
     def stored(self, doc_id: DocId) -> StoredDoc | None:

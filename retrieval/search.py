@@ -11,6 +11,9 @@ Ranked list of a generation (deterministic, so pages never overlap or skip):
 * fused rankers: first the stage's ordering of the union of the lexical and vector
   top ``candidate_k`` (tier 0), then lexical-only tiers of growing depth, each
   ordered by the same stage over the documents not yet listed.
+
+On a result page, near-identical documents (SimHashes within ``NEAR_DUP_BITS``) are
+shown once: the best-ranked one, with ``similar`` counting the others it stands for.
 """
 
 from __future__ import annotations
@@ -84,6 +87,24 @@ def normalized(query: Query) -> tuple[object, ...]:
     phrases = tuple(sorted(" ".join(analyze(p)) for p in query.phrases))
     excluded = tuple(sorted(" ".join(analyze(e)) for e in query.excluded))
     return (terms, phrases, excluded, query.site, query.lang, query.filetype)
+
+
+NEAR_DUP_BITS = 3
+"""Two pages are near-identical when their SimHashes differ in at most this many bits
+(the crawl's near-duplicate rule, :mod:`crawl.dedup`)."""
+
+
+def collapsed_into(simhash: int, kept: Sequence[int]) -> int | None:
+    """Position of the better result on this page that ``simhash`` is a near copy of, if any.
+
+    0 means "unknown" (documents not from a crawl): never collapsed.
+    """
+    if not simhash:
+        return None
+    for i, other in enumerate(kept):
+        if other and (simhash ^ other).bit_count() <= NEAR_DUP_BITS:
+            return i
+    return None
 
 
 class SearchService:
@@ -465,6 +486,7 @@ class SearchService:
             {t for text in positive for t in analyze(text)}, [w for t in positive for w in t.split()]
         )
         hits: list[Hit] = []
+        kept_hashes: list[int] = []
         for position, scored in enumerate(page_hits):
             doc = stored.get(scored.doc_id)
             if doc is None:
@@ -483,6 +505,11 @@ class SearchService:
                     "position": position + 1,
                     **ranked.explain.get(scored.doc_id, {}),
                 }
+            kept = collapsed_into(doc.simhash, kept_hashes)
+            if kept is not None:
+                hits[kept] = dataclasses.replace(hits[kept], similar=hits[kept].similar + 1)
+                continue
+            kept_hashes.append(doc.simhash)
             hits.append(
                 Hit(
                     doc_id=doc.doc_id,

@@ -158,6 +158,7 @@ def search_page(
                         "url": hit.url,
                         "href": _click_href(outcome.impression_id, position, hit.doc_id, hit.url),
                         "snippet": Markup(hit.snippet),
+                        "similar": hit.similar,
                         "explain_url": "/explain?"
                         + urlencode({"q": q, "doc_id": str(int(hit.doc_id)), **kept}),
                     }
