@@ -96,8 +96,18 @@ def crawl_command(
     seeds: Annotated[list[str], typer.Argument(help="Start URLs.")],
     data: Annotated[Path, typer.Option("--data", help="Crawl data directory (created; resumed if present).")],
     max_pages: Annotated[int | None, typer.Option("--max-pages", min=1, help="Total page budget.")] = None,
+    allow_loopback: Annotated[
+        bool, typer.Option("--allow-loopback", help="Allow loopback addresses (local sites, the demo).")
+    ] = False,
+    allow_private_networks: Annotated[
+        bool,
+        typer.Option(
+            "--allow-private-networks",
+            help="Allow private networks (10/8, 172.16/12, 192.168/16, fc00::/7); never link-local.",
+        ),
+    ] = False,
     allow_private: Annotated[
-        bool, typer.Option("--allow-private", help="Allow loopback and private addresses (local sites).")
+        bool, typer.Option("--allow-private", hidden=True, help="Deprecated: means --allow-loopback.")
     ] = False,
     scope: Annotated[
         str | None, typer.Option("--scope", help="host (default), domain (subdomains too) or any.")
@@ -114,7 +124,7 @@ def crawl_command(
 ) -> None:
     """Crawl from SEEDs politely, storing WARC, documents and links under --data.
 
-    Example: trawl crawl http://127.0.0.1:8000/ --data data/crawl --allow-private --max-pages 500
+    Example: trawl crawl http://127.0.0.1:8000/ --data data/crawl --allow-loopback --max-pages 500
     """
     if scope is not None and scope not in ("host", "domain", "any"):
         raise typer.BadParameter(f"Unknown scope {scope!r}; expected one of: host, domain, any.")
@@ -123,6 +133,10 @@ def crawl_command(
     if max_pages is not None:
         updates["max_pages"] = max_pages
     if allow_private:
+        typer.echo("--allow-private is deprecated: it now means --allow-loopback.", err=True)
+    if allow_loopback or allow_private:
+        updates["allow_loopback"] = True
+    if allow_private_networks:
         updates["allow_private"] = True
     if scope is not None:
         updates["scope"] = scope

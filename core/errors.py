@@ -28,6 +28,8 @@ user is a bug.
 
 from __future__ import annotations
 
+from enum import StrEnum
+
 
 class TrawlError(Exception):
     """Base of every error Trawl raises on purpose."""
@@ -41,11 +43,36 @@ class CrawlError(TrawlError):
     """Something went wrong while crawling one URL."""
 
 
+class FetchFailure(StrEnum):
+    """What kind of fetch failure: the crawl counts and retries by kind, never by message text."""
+
+    TIMEOUT = "timeout"
+    CONNECT = "connect"
+    READ = "read"
+    TOO_MANY_REDIRECTS = "too_many_redirects"
+    REDIRECT_LOOP = "redirect_loop"
+    BAD_REDIRECT = "bad_redirect"
+    """A ``Location`` that is not an http(s) URL (``javascript:``, ``file:``, garbage)."""
+    BAD_ENCODING = "bad_encoding"
+    OTHER = "other"
+
+    @property
+    def permanent(self) -> bool:
+        """True when asking again cannot help: the same answer would come back."""
+        return self in _PERMANENT_FAILURES
+
+
+_PERMANENT_FAILURES = frozenset(
+    {FetchFailure.TOO_MANY_REDIRECTS, FetchFailure.REDIRECT_LOOP, FetchFailure.BAD_REDIRECT}
+)
+
+
 class FetchError(CrawlError):
-    def __init__(self, url: str, reason: str) -> None:
+    def __init__(self, url: str, reason: str, kind: FetchFailure = FetchFailure.OTHER) -> None:
         super().__init__(f"Fetching {url!r} failed: {reason}")
         self.url = url
         self.reason = reason
+        self.kind = kind
 
 
 class RobotsDenied(CrawlError):

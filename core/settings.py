@@ -123,11 +123,22 @@ class CrawlSettings(BaseModel):
     max_pages_per_host: int = Field(5_000, ge=1)
     max_links_per_page: int = Field(500, ge=1)
     robots_ttl_s: float = Field(86_400, gt=0)
+    allow_loopback: bool = False
+    """Crawl loopback addresses (127/8, ::1): local sites, tests and the demo."""
     allow_private: bool = False
+    """Crawl private networks (10/8, 172.16/12, 192.168/16, 100.64/10, fc00::/7). Never
+    loopback (``allow_loopback``) and never link-local (169.254/16, fe80::/10, the cloud
+    metadata address): those need ``allowed_networks``."""
     concurrency: int = Field(16, ge=1)
     scope: Literal["host", "domain", "any"] = "host"
     allowed_networks: list[str] = []
-    """CIDR blocks crawled even without ``allow_private`` (tests, the demo, an intranet)."""
+    """CIDR blocks crawled whatever the switches say (tests, an intranet, a link-local service)."""
+    parse_workers: int = Field(0, ge=0)
+    """Processes that parse HTML off the event loop; 0: one per core."""
+    parse_timeout_s: float = Field(10.0, gt=0)
+    """Most seconds one page may take to parse; a slower page is recorded ``parse timeout``."""
+    max_html_depth: int = Field(512, ge=16)
+    """Element nesting past this depth is cut off before parsing (lexbor is quadratic in depth)."""
     robots_error_ttl_s: float = Field(600, gt=0)
     """How long a robots.txt answering 5xx (or unreachable) blocks its host before a retry."""
     max_retries: int = Field(3, ge=0)

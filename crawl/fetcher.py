@@ -9,13 +9,23 @@ flight per host" true even for redirects.
 
 For plain HTTP the request goes to the IP address the guard approved, with the
 ``Host`` header set, so a DNS answer cannot change between the check and the connect
-and the DNS cache saves a lookup per connection.
+and the DNS cache saves a lookup per connection. For HTTPS the same address is pinned
+for the connection pool's network backend (``crawl.pinning``), which connects to it
+while TLS checks the host name.
+
+Bodies are read raw and decoded here (``crawl.decoding``), so the size cap applies to
+the decoded bytes of any Content-Encoding stack, not only to what came over the wire.
+
+A redirect loop or a chain longer than ``max_redirects`` is permanent (``FetchError``
+with a permanent kind), and so is a ``Location`` the crawler cannot follow
+(``javascript:``, ``file:``, garbage): the URL is not asked again.
 """
 
 from __future__ import annotations
 
 import asyncio
 import logging
+import ssl
 import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field, replace
@@ -23,10 +33,12 @@ from typing import Self
 
 import httpx
 
-from core.errors import FetchError, TooLarge
+from core.errors import FetchError, FetchFailure, TooLarge
 from core.settings import CrawlSettings
 from crawl.content import parse_content_type
+from crawl.decoding import ACCEPT_ENCODING, BodyDecoder, DecodedTooLarge, DecodingFailed
 from crawl.guard import AddressGuard
+from crawl.pinning import pinned, pinned_transport
 from crawl.urls import canonicalize_url, origin_of
 
 logger = logging.getLogger(__name__)
@@ -52,6 +64,8 @@ class FetchResult:
     """Response headers, names lower-cased (repeated headers joined with ``", "``)."""
     body: bytes = b""
     """The decoded (decompressed) body, at most the size cap."""
+    raw_bytes: int = 0
+    """Bytes that came over the wire for the body (before Content-Encoding decoding)."""
     elapsed_s: float = 0.0
     redirect_to: str = ""
     """Canonical target of a cross-origin redirect, for the frontier; ``""`` otherwise."""
@@ -75,19 +89,31 @@ class FetchResult:
 
 
 def make_client(
-    *, timeout_s: float, max_connections: int = 100, transport: httpx.AsyncBaseTransport | None = None
+    *,
+    timeout_s: float,
+    max_connections: int = 100,
+    transport: httpx.AsyncBaseTransport | None = None,
+    guard: AddressGuard | None = None,
+    verify: ssl.SSLContext | bool = True,
 ) -> httpx.AsyncClient:
     """The crawl's one client: pooled keep-alive connections, no automatic redirects.
 
-    ``transport`` replaces httpx's own connection pool (its limits then do not apply):
-    a recording or fault-injecting transport for tests, a proxy transport, another backend.
+    With a ``guard`` (and no ``transport``) connections are pinned to vetted addresses
+    (``crawl.pinning``), HTTPS included. ``transport`` replaces httpx's own connection
+    pool (its limits and the pinning then do not apply): a recording or fault-injecting
+    transport for tests, a proxy transport, another backend. ``verify`` is the TLS trust
+    (a test's own CA, say).
     """
+    limits = httpx.Limits(max_connections=max_connections, max_keepalive_connections=max_connections)
+    if transport is None and guard is not None:
+        transport = pinned_transport(guard, limits=limits, verify=verify)
     return httpx.AsyncClient(
         follow_redirects=False,
         timeout=httpx.Timeout(timeout_s),
-        limits=httpx.Limits(max_connections=max_connections, max_keepalive_connections=max_connections),
+        limits=limits,
         trust_env=False,
         transport=transport,
+        verify=verify,
     )
 
 
@@ -133,32 +159,51 @@ class Fetcher:
         max_bytes: int | None = None,
         redirects_so_far: int = 0,
         hop_delay_s: float = 0.0,
+        truncate: bool = False,
     ) -> FetchResult:
         """GET a canonical URL. Raises ``FetchError``, ``TooLarge`` or ``OutOfScope``.
 
         ``follow_cross_origin`` is for robots.txt and sitemaps, which RFC 9309 says to
         follow across authorities; pages leave cross-origin hops to the frontier.
         ``hop_delay_s`` is waited before each redirect hop: a hop is one more request to
-        the same host, and politeness applies to it too.
+        the same host, and politeness applies to it too. ``truncate`` keeps the first
+        ``max_bytes`` of a longer body instead of raising ``TooLarge`` (robots.txt).
         """
         cap = max_bytes if max_bytes is not None else self._max_bytes
         started = time.monotonic()
         current = url
         hops = redirects_so_far
+        visited = {url}
         try:
             async with asyncio.timeout(self._timeout_s * 2):
                 while True:
                     result = await self._fetch_once(
-                        url, current, etag=etag, last_modified=last_modified, max_bytes=cap, hops=hops
+                        url,
+                        current,
+                        etag=etag,
+                        last_modified=last_modified,
+                        max_bytes=cap,
+                        hops=hops,
+                        truncate=truncate,
                     )
                     if result.status not in _REDIRECTS:
                         return replace(result, elapsed_s=time.monotonic() - started)
-                    target = canonicalize_url(result.headers.get("location", ""), base=current)
-                    if not target:
+                    location = result.headers.get("location", "").strip()
+                    if not location:
                         return replace(result, elapsed_s=time.monotonic() - started)
+                    target = canonicalize_url(location, base=current)
+                    if not target:
+                        raise FetchError(
+                            url,
+                            f"unfollowable redirect to {location[:200]!r}",
+                            FetchFailure.BAD_REDIRECT,
+                        )
+                    if target in visited:
+                        raise FetchError(url, f"redirect loop back to {target}", FetchFailure.REDIRECT_LOOP)
+                    visited.add(target)
                     hops += 1
                     if hops > self._max_redirects:
-                        raise FetchError(url, "too many redirects")
+                        raise FetchError(url, "too many redirects", FetchFailure.TOO_MANY_REDIRECTS)
                     if origin_of(target) != origin_of(current) and not follow_cross_origin:
                         return replace(
                             result,
@@ -173,52 +218,74 @@ class Fetcher:
                     current = target
                     etag = last_modified = ""
         except TimeoutError:
-            raise FetchError(url, "timeout") from None
+            raise FetchError(url, "timeout", FetchFailure.TIMEOUT) from None
 
     async def _fetch_once(
-        self, url: str, current: str, *, etag: str, last_modified: str, max_bytes: int, hops: int
+        self,
+        url: str,
+        current: str,
+        *,
+        etag: str,
+        last_modified: str,
+        max_bytes: int,
+        hops: int,
+        truncate: bool = False,
     ) -> FetchResult:
         scheme, _, rest = current.partition("://")
         authority, slash, path = rest.partition("/")
         host = authority.rsplit(":", 1)[0] if not authority.endswith("]") else authority
         port = authority[len(host) + 1 :] if len(authority) > len(host) else ""
         address = await self._guard.checked_address(host)
-        headers = {"User-Agent": self._user_agent, "Accept": "text/html,application/xhtml+xml,*/*;q=0.8"}
+        headers = {
+            "User-Agent": self._user_agent,
+            "Accept": "text/html,application/xhtml+xml,*/*;q=0.8",
+            "Accept-Encoding": ACCEPT_ENCODING,
+        }
         if etag:
             headers["If-None-Match"] = etag
         if last_modified:
             headers["If-Modified-Since"] = last_modified
         target = current
-        extensions: dict[str, str] = {}
         if scheme == "http":
             ip_host = f"[{address}]" if ":" in address else address
             target = f"http://{ip_host}{':' + port if port else ''}/{path}"
             headers["Host"] = authority
-        request = self._client.build_request("GET", target, headers=headers, extensions=extensions)
+        request = self._client.build_request("GET", target, headers=headers)
         try:
-            response = await self._client.send(request, stream=True)
+            with pinned(host, address):
+                response = await self._client.send(request, stream=True)
         except httpx.TimeoutException:
-            raise FetchError(current, "timeout") from None
+            raise FetchError(current, "timeout", FetchFailure.TIMEOUT) from None
         except httpx.TransportError as exc:
             logger.debug("Transport error on %s: %r", current, exc)
-            raise FetchError(current, f"connect: {type(exc).__name__}") from exc
+            raise FetchError(current, f"connect: {type(exc).__name__}", FetchFailure.CONNECT) from exc
+        raw_size = 0
         try:
             declared = response.headers.get("content-length", "")
-            if declared.isdigit() and int(declared) > max_bytes:
+            if not truncate and declared.isascii() and declared.isdigit() and int(declared) > max_bytes:
                 raise TooLarge(f"{current} declares {declared} bytes, over the {max_bytes}-byte cap")
+            decoder = BodyDecoder(response.headers.get("content-encoding", ""), max_bytes=max_bytes)
             chunks: list[bytes] = []
-            size = 0
-            async for chunk in response.aiter_bytes():
-                size += len(chunk)
-                if size > max_bytes:
-                    raise TooLarge(f"{current} sent more than the {max_bytes}-byte cap")
-                chunks.append(chunk)
+            try:
+                async for raw in response.aiter_raw():
+                    raw_size += len(raw)
+                    if raw_size > max_bytes:
+                        raise TooLarge(f"{current} sent more than the {max_bytes}-byte cap")
+                    chunks.append(decoder.feed(raw))
+                chunks.append(decoder.finish())
+            except (TooLarge, DecodedTooLarge) as exc:
+                if not truncate:
+                    raise
+                logger.debug("%s: kept the first %d bytes (%s)", current, max_bytes, exc)
+                chunks = [b"".join(chunks)[:max_bytes]]
+        except DecodedTooLarge:
+            raise TooLarge(f"{current} decodes to more than the {max_bytes}-byte cap") from None
+        except DecodingFailed as exc:
+            raise FetchError(current, f"bad content-encoding: {exc}", FetchFailure.BAD_ENCODING) from exc
         except httpx.TimeoutException:
-            raise FetchError(current, "timeout") from None
-        except httpx.DecodingError as exc:
-            raise FetchError(current, "bad content-encoding") from exc
+            raise FetchError(current, "timeout", FetchFailure.TIMEOUT) from None
         except httpx.TransportError as exc:
-            raise FetchError(current, f"read: {type(exc).__name__}") from exc
+            raise FetchError(current, f"read: {type(exc).__name__}", FetchFailure.READ) from exc
         finally:
             await response.aclose()
         response_headers: dict[str, str] = {}
@@ -231,6 +298,7 @@ class Fetcher:
             status=response.status_code,
             headers=response_headers,
             body=b"".join(chunks),
+            raw_bytes=raw_size,
             redirects=hops,
             address=address,
             request_headers=headers,

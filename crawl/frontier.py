@@ -148,6 +148,7 @@ class Frontier:
         backoff_base_s: float = 2.0,
         max_backoff_s: float = 600.0,
         lease_s: float = 300.0,
+        max_retries: int = 3,
         count_existing_pages: bool = True,
     ) -> None:
         self._db = db
@@ -155,6 +156,7 @@ class Frontier:
         self._max_pages = max_pages
         self._max_pages_per_host = max_pages_per_host
         self._lease_s = lease_s
+        self._max_retries = max_retries
         self.politeness = Politeness(min_delay_s, response_time_factor, backoff_base_s, max_backoff_s)
         self._seq = itertools.count()
         self._queues: dict[str, list[_Queued]] = {}
@@ -174,7 +176,7 @@ class Frontier:
         self._leases: list[tuple[str, float]] = []
         self._updates: list[UrlUpdate] = []
         self._dirty_hosts: set[str] = set()
-        released = db.release_leases()
+        released = db.release_leases(max_retries=max_retries)
         if released:
             logger.info("Returned %d URLs leased by a previous run to pending", released)
         for host, (next_allowed, backoff) in db.host_states().items():
@@ -213,6 +215,7 @@ class Frontier:
             backoff_base_s=s.backoff_base_s,
             max_backoff_s=s.max_backoff_s,
             lease_s=s.lease_s,
+            max_retries=s.max_retries,
             count_existing_pages=count_existing_pages,
         )
 
@@ -353,12 +356,20 @@ class Frontier:
         now = time.time()
         for url, lease in list(self._in_flight.items()):
             if lease.expires_at <= now:
-                logger.warning("Lease on %s expired; returning it to pending", url)
+                # An expired lease is an attempt: a URL that hangs its worker every time
+                # must end failed, not come back for ever.
                 self._end_lease(lease)
-                self._requeue(lease, lease.retries)
-                self._updates.append(
-                    UrlUpdate(url, UrlStatus.PENDING, Outcome.LEASE_EXPIRED, retries=lease.retries)
-                )
+                if lease.retries >= self._max_retries:
+                    logger.warning("Lease on %s expired and its retries are used up: failed", url)
+                    self._updates.append(
+                        UrlUpdate(url, UrlStatus.FAILED, Outcome.LEASE_EXPIRED, retries=lease.retries)
+                    )
+                else:
+                    logger.warning("Lease on %s expired; returning it to pending", url)
+                    self._requeue(lease, lease.retries + 1)
+                    self._updates.append(
+                        UrlUpdate(url, UrlStatus.PENDING, Outcome.LEASE_EXPIRED, retries=lease.retries + 1)
+                    )
                 self._release_host(lease.host, Feedback(error=True))
 
     def _end_lease(self, lease: Lease) -> bool:

@@ -4,9 +4,16 @@ A link (or a redirect) to ``http://169.254.169.254/`` or ``http://localhost:6379
 would otherwise let any web page make the crawler talk to internal services. Every
 host is resolved here, every address checked, and for plain HTTP the fetcher then
 connects to the address that was checked (so a DNS answer cannot change between the
-check and the connection). Loopback, private, link-local, multicast, reserved and
-unspecified addresses are refused unless the crawl allows private addresses, or the
-address falls inside an explicit allow-list (what tests and the demo use).
+check and the connection); for HTTPS the connection pool's network backend
+(``crawl.pinning``) connects to the vetted address while TLS checks the host name.
+
+What is refused unless allowed:
+
+* loopback (127/8, ::1): ``allow_loopback`` — what local sites, tests and the demo need;
+* private networks (10/8, 172.16/12, 192.168/16, 100.64/10, fc00::/7): ``allow_private``;
+* everything else that is not globally routable — link-local 169.254/16 and fe80::/10
+  (the cloud metadata address), multicast, reserved, unspecified — only through an
+  explicit ``allowed_networks`` entry, never through a switch.
 """
 
 from __future__ import annotations
@@ -14,6 +21,7 @@ from __future__ import annotations
 import asyncio
 import ipaddress
 import logging
+import re
 import socket
 import time
 from collections.abc import Awaitable, Callable, Iterable
@@ -23,12 +31,25 @@ from core.errors import OutOfScope
 
 logger = logging.getLogger(__name__)
 
-__all__ = ["AddressGuard", "DnsCache", "Resolver", "is_public_address"]
+__all__ = ["AddressGuard", "DnsCache", "Resolver", "is_public_address", "redact_addresses"]
 
 IpAddress = ipaddress.IPv4Address | ipaddress.IPv6Address
 IpNetwork = ipaddress.IPv4Network | ipaddress.IPv6Network
 Resolver = Callable[[str], Awaitable[list[str]]]
 """Resolves a host name to its IP addresses (strings); raises ``OSError`` on failure."""
+
+_PRIVATE_NETWORKS: tuple[IpNetwork, ...] = tuple(
+    ipaddress.ip_network(n)
+    for n in ("10.0.0.0/8", "172.16.0.0/12", "192.168.0.0/16", "100.64.0.0/10", "fc00::/7")
+)
+_IPV4_TEXT = re.compile(r"\b(?:\d{1,3}\.){3}\d{1,3}\b")
+_IPV6_TEXT = re.compile(r"[0-9a-fA-F]{0,4}(?::[0-9a-fA-F]{0,4}){2,7}(?:%\w+)?")
+
+
+def redact_addresses(text: str) -> str:
+    """``text`` with every IP address replaced by ``<address>``: reasons shown to the public
+    must not map a host name to the internal address it resolved to."""
+    return _IPV6_TEXT.sub("<address>", _IPV4_TEXT.sub("<address>", text))
 
 
 async def system_resolver(host: str) -> list[str]:
@@ -101,10 +122,12 @@ class AddressGuard:
         self,
         dns: DnsCache,
         *,
+        allow_loopback: bool = False,
         allow_private: bool = False,
         allowed_networks: Iterable[str] = (),
     ) -> None:
         self._dns = dns
+        self._allow_loopback = allow_loopback
         self._allow_private = allow_private
         self._allowed: tuple[IpNetwork, ...] = tuple(
             ipaddress.ip_network(n, strict=False) for n in allowed_networks
@@ -116,9 +139,13 @@ class AddressGuard:
             ip = ipaddress.ip_address(address.split("%", 1)[0])
         except ValueError:
             return False
-        if self._allow_private and not (ip.is_multicast or ip.is_unspecified):
-            return True
         if any(ip in network for network in self._allowed):
+            return True
+        if isinstance(ip, ipaddress.IPv6Address) and ip.ipv4_mapped is not None:
+            ip = ip.ipv4_mapped
+        if ip.is_loopback:
+            return self._allow_loopback
+        if self._allow_private and any(ip in network for network in _PRIVATE_NETWORKS):
             return True
         return is_public_address(ip)
 
@@ -141,6 +168,6 @@ class AddressGuard:
         if refused:
             raise OutOfScope(
                 f"Host {host!r} resolves to a non-public address {refused[0]}; "
-                "pass --allow-private (or allow the network) to crawl it."
+                "pass --allow-loopback or --allow-private-networks, or allow the network, to crawl it."
             )
         return addresses[0]

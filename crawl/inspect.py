@@ -14,6 +14,7 @@ from typing import Any
 
 from core.crawldir import CrawlDir
 from core.types import DocId, doc_id_for
+from crawl.guard import redact_addresses
 from crawl.robots import agent_token, policy_from_response
 from crawl.state import CrawlDb
 from crawl.urls import canonicalize_url, origin_of
@@ -61,6 +62,10 @@ def inspect_url(url: str, data_dir: Path, *, user_agent: str) -> UrlReport:
             if expires_at < time.time():
                 robots += " (expired; refetched on the next crawl)"
         state = db.row(canonical)
+        if state is not None and state.get("blocked_reason"):
+            # The report is public (``/v1/inspect``): a refusal must not tell which
+            # internal address a name resolves to.
+            state["blocked_reason"] = redact_addresses(state["blocked_reason"])
         history = tuple(db.history(canonical))
         dup_of = state["dup_of"] if state else ""
         original = dup_of or canonical

@@ -22,7 +22,7 @@ transport or client can be passed in.
 
 Example::
 
-    crawler = Crawler(Path("data/crawl"), CrawlSettings(allow_private=True), seeds=["http://127.0.0.1:8000/"])
+    crawler = Crawler(Path("data/crawl"), CrawlSettings(allow_loopback=True), seeds=["http://127.0.0.1:8000/"])
     summary = asyncio.run(crawler.run())
 """
 
@@ -44,15 +44,15 @@ from core.errors import CrawlError, FetchError, OutOfScope, RobotsDenied, TooLar
 from core.linkgraph import Edge
 from core.settings import CrawlSettings
 from core.types import Document, doc_id_for
-from crawl.content import decode_html, is_html_body
 from crawl.dedup import fingerprints
-from crawl.extract import ParsedPage, parse_html
+from crawl.extract import ParsedPage
 from crawl.fetcher import FetchResult, HopCheck
 from crawl.frontier import Batch, Feedback, Lease
 from crawl.guard import Resolver, system_resolver
+from crawl.parsing import PageJob, ParseTimeout
 from crawl.parts import CrawlerParts
 from crawl.recrawl import next_interval
-from crawl.robots import RobotsCache
+from crawl.robots import MAX_ROBOTS_BYTES, RobotsCache
 from crawl.scope import Scope
 from crawl.sitemaps import parse_sitemap
 from crawl.state import NewUrl, Outcome, UrlKind, UrlStatus, UrlUpdate
@@ -90,7 +90,7 @@ def _error_kind(exc: CrawlError) -> str:
     if isinstance(exc, OutOfScope):
         return "guard"
     if isinstance(exc, FetchError):
-        return exc.reason.split(":", 1)[0].replace(" ", "_")
+        return exc.kind.value
     return type(exc).__name__
 
 
@@ -290,7 +290,8 @@ class _CrawlRun:
                 await self._handle(lease)
             except Exception as exc:  # a bug on one page must not stop the crawl
                 logger.exception("Internal error on %s", lease.url)
-                frontier.finish(
+                self.stats.errors["internal"] += 1
+                self._finish(
                     lease,
                     UrlUpdate(
                         lease.url,
@@ -309,7 +310,10 @@ class _CrawlRun:
     # -- one URL -------------------------------------------------------------
 
     async def _fetch_robots(self, url: str) -> tuple[int, bytes]:
-        result = await self._fetcher.fetch(url, follow_cross_origin=True)
+        # RFC 9309 §2.5: parse the first 500 KiB; a longer file is cut, not refused.
+        result = await self._fetcher.fetch(
+            url, follow_cross_origin=True, max_bytes=MAX_ROBOTS_BYTES, truncate=True
+        )
         self._record_exchange(result)
         self.stats.robots_fetches += 1
         return result.status, result.body
@@ -446,6 +450,22 @@ class _CrawlRun:
         except FetchError as exc:
             kind = _error_kind(exc)
             self.stats.errors[kind] += 1
+            if exc.kind.permanent:
+                # A redirect loop or an unfollowable Location answers the same every time:
+                # no retry, and no backoff for a host that answered promptly.
+                self._finish(
+                    lease,
+                    UrlUpdate(
+                        url,
+                        UrlStatus.FAILED,
+                        Outcome.ERROR,
+                        detail=exc.reason,
+                        fetched=True,
+                        last_fetch=time.time(),
+                    ),
+                    Feedback(crawl_delay_s=crawl_delay),
+                )
+                return
             # A request we gave up on may still be running on the server: give the host at
             # least as long again before the next one, so it never has two of ours at once.
             recover_s = self.settings.fetch_timeout_s if kind == "timeout" else None
@@ -457,7 +477,7 @@ class _CrawlRun:
             return
         self._record_exchange(result)
         feedback = Feedback(response_s=result.elapsed_s, crawl_delay_s=crawl_delay)
-        self._finish(lease, self._handle_response(lease, result), self._feedback_for(result, feedback))
+        self._finish(lease, await self._handle_response(lease, result), self._feedback_for(result, feedback))
 
     def _feedback_for(self, result: FetchResult, ok: Feedback) -> Feedback:
         if result.status == 429 or result.status >= 500:
@@ -471,7 +491,7 @@ class _CrawlRun:
             )
         return ok
 
-    def _handle_response(self, lease: Lease, result: FetchResult) -> UrlUpdate:
+    async def _handle_response(self, lease: Lease, result: FetchResult) -> UrlUpdate:
         url = lease.url
         status = result.status
         now = time.time()
@@ -507,15 +527,24 @@ class _CrawlRun:
             etag=result.headers.get("etag", ""),
             last_modified=result.headers.get("last-modified", ""),
         )
-        if not is_html_body(result.media_type, result.body):
-            return replace(self._scheduled(fetched, lease, changed=True), outcome=Outcome.NOT_HTML)
-        html, _ = decode_html(result.body, result.charset)
-        page = parse_html(
-            html,
-            result.final_url,
+        job = PageJob(
+            body=result.body,
+            media_type=result.media_type,
+            charset=result.charset,
+            url=result.final_url,
             x_robots_tag=result.headers.get("x-robots-tag", ""),
             max_links=self.settings.max_links_per_page * 2,
+            max_depth=self.settings.max_html_depth,
         )
+        try:
+            page = await self.parts.parser.extract(job)
+        except ParseTimeout as exc:
+            self.stats.errors["parse_timeout"] += 1
+            return replace(
+                fetched, status=UrlStatus.FAILED, outcome=Outcome.PARSE_TIMEOUT, blocked_reason=str(exc)
+            )
+        if page is None:
+            return replace(self._scheduled(fetched, lease, changed=True), outcome=Outcome.NOT_HTML)
         self.stats.pages += 1
         self._follow_links(lease, result.final_url, page)
         if result.final_url != url:

@@ -1,6 +1,6 @@
 """What one crawl run is made of, built in one place: the crawl database and the frontier
 over it, the seen filter, the dedup index, the document, link and WARC stores, the
-address guard, and the HTTP client with the fetcher on it.
+address guard, the HTTP client with the fetcher on it, and the HTML parse pool.
 
 Why one record: the crawl loop uses every part from its first URL to its last, so it
 gets them all at once, already open, rather than creating them as it starts and
@@ -34,6 +34,7 @@ from crawl.dedup import NearDupIndex
 from crawl.fetcher import Fetcher, make_client
 from crawl.frontier_store import FrontierApi, open_frontier, open_store
 from crawl.guard import AddressGuard, DnsCache, Resolver, system_resolver
+from crawl.parsing import ParsePool
 from crawl.seen import SeenUrls
 from crawl.state import CrawlDb
 from crawl.state_pg import PgCrawlDb
@@ -59,6 +60,8 @@ class CrawlerParts:
     guard: AddressGuard
     client: httpx.AsyncClient
     fetcher: Fetcher
+    parser: ParsePool
+    """HTML parsing in worker processes, off the event loop (``crawl.parsing``)."""
     owns_client: bool
     """False when the caller passed the client in: the caller closes it."""
 
@@ -100,7 +103,10 @@ class CrawlerParts:
             warc = WarcSink(layout.warc_for(worker), max_file_bytes=s.warc_max_file_bytes)
             undo.callback(warc.close)
             guard = AddressGuard(
-                DnsCache(resolver), allow_private=s.allow_private, allowed_networks=s.allowed_networks
+                DnsCache(resolver),
+                allow_loopback=s.allow_loopback,
+                allow_private=s.allow_private,
+                allowed_networks=s.allowed_networks,
             )
             owns_client = client is None
             if client is None:
@@ -110,7 +116,10 @@ class CrawlerParts:
                     timeout_s=s.fetch_timeout_s,
                     max_connections=max(256, 4 * s.concurrency),
                     transport=transport,
+                    guard=guard,
                 )
+            parser = ParsePool(s.parse_workers, timeout_s=s.parse_timeout_s)
+            undo.callback(parser.close)
             parts = cls(
                 layout=layout,
                 db=db,
@@ -123,14 +132,16 @@ class CrawlerParts:
                 guard=guard,
                 client=client,
                 fetcher=Fetcher.from_settings(s, client, guard),
+                parser=parser,
                 owns_client=owns_client,
             )
             undo.pop_all()
         return parts
 
     async def aclose(self) -> None:
-        """Close the WARC sink, the database and (when built here) the client."""
+        """Close the parse pool, the WARC sink, the database and (when built here) the client."""
         try:
+            self.parser.close()
             self.warc.close()
         finally:
             try:

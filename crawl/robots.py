@@ -4,7 +4,9 @@ The outcome of fetching robots.txt decides everything (RFC 9309 §2.3.1):
 
 * 2xx: the rules apply (body capped at 500 KiB, the minimum the RFC asks parsers to
   read); ``Crawl-delay`` and ``Sitemap:`` lines are kept.
-* 4xx ("unavailable"): no rules, everything is allowed.
+* 4xx ("unavailable"): no rules, everything is allowed. So is a redirect chain that
+  ends without a robots.txt (a loop, more than five hops, a ``file:`` or other
+  unfollowable target; §2.3.1.2), stored with status 300.
 * 5xx or unreachable: everything is disallowed, and the origin is asked again after
   ``error_ttl_s`` rather than the full TTL.
 
@@ -23,7 +25,7 @@ from typing import Literal, Protocol
 
 from protego import Protego
 
-from core.errors import CrawlError
+from core.errors import CrawlError, FetchError
 from crawl.urls import origin_of
 
 logger = logging.getLogger(__name__)
@@ -38,6 +40,8 @@ __all__ = [
 ]
 
 MAX_ROBOTS_BYTES = 500 * 1024
+REDIRECT_UNFOLLOWED = 300
+"""The status stored for a robots.txt whose redirects led nowhere fetchable."""
 RobotsMode = Literal["rules", "allow_all", "deny_all"]
 RobotsFetch = Callable[[str], Awaitable[tuple[int, bytes]]]
 """GETs a robots.txt URL; returns ``(status, body)`` or raises ``CrawlError``."""
@@ -90,7 +94,7 @@ def policy_from_response(
     if 200 <= status < 300:
         text = body[:MAX_ROBOTS_BYTES].decode("utf-8", errors="replace")
         return RobotsPolicy(origin, "rules", status, now, now + ttl_s, body=text, parser=Protego.parse(text))
-    if 400 <= status < 500:
+    if 300 <= status < 500:
         return RobotsPolicy(origin, "allow_all", status, now, now + ttl_s)
     return RobotsPolicy(origin, "deny_all", status, now, now + error_ttl_s)
 
@@ -151,6 +155,13 @@ class RobotsCache:
                 return policy
             try:
                 status, body = await self._fetch(f"{origin}/robots.txt")
+            except FetchError as exc:
+                if exc.kind.permanent:
+                    logger.info("robots.txt of %s unavailable (%s): allowing", origin, exc.reason)
+                    status, body = REDIRECT_UNFOLLOWED, b""
+                else:
+                    logger.warning("robots.txt of %s unreachable (%s): disallowing for now", origin, exc)
+                    status, body = 0, b""
             except CrawlError as exc:
                 logger.warning("robots.txt of %s unreachable (%s): disallowing for now", origin, exc)
                 status, body = 0, b""
@@ -173,6 +184,6 @@ def _policy_from_row(
 ) -> RobotsPolicy:
     if 200 <= status < 300:
         return RobotsPolicy(origin, "rules", status, fetched_at, expires_at, body, Protego.parse(body))
-    if 400 <= status < 500:
+    if 300 <= status < 500:
         return RobotsPolicy(origin, "allow_all", status, fetched_at, expires_at)
     return RobotsPolicy(origin, "deny_all", status, fetched_at, expires_at)

@@ -80,7 +80,10 @@ class Outcome(StrEnum):
     BLOCKED = "blocked"
     ROBOTS_UNAVAILABLE = "robots.txt unavailable"
     LEASE_EXPIRED = "lease expired"
+    """The lease ran out, or a crawl process died holding it: counted as an attempt."""
     INTERNAL_ERROR = "internal error"
+    PARSE_TIMEOUT = "parse timeout"
+    """The page took longer than the parse budget; not retried."""
 
 
 _OUTCOME_FORMATS = {
@@ -468,13 +471,36 @@ class CrawlDb:
                 },
             )
 
-    def release_leases(self) -> int:
-        """Return every leased URL to pending (a crawl process died holding them)."""
+    def release_leases(self, *, max_retries: int | None = None) -> int:
+        """Return every leased URL to pending (a crawl process died holding them).
+
+        Each counts as an attempt: a URL that kills the crawler (a bomb, a parser crash)
+        would otherwise be fetched again on every resume. With ``max_retries``, one that
+        has used them up ends ``failed`` instead.
+        """
         with self._write_lock:
-            cursor = self._conn.execute(
-                "UPDATE urls SET status = 'pending', lease_until = NULL WHERE status = 'leased'"
-            )
-        return cursor.rowcount
+            conn = self._conn
+            conn.execute("BEGIN")
+            try:
+                failed = 0
+                if max_retries is not None:
+                    failed = conn.execute(
+                        "UPDATE urls SET status = 'failed', outcome = :outcome, lease_until = NULL "
+                        "WHERE status = 'leased' AND retries >= :max",
+                        {"outcome": Outcome.LEASE_EXPIRED.value, "max": max_retries},
+                    ).rowcount
+                released = conn.execute(
+                    "UPDATE urls SET status = 'pending', retries = retries + 1, outcome = :outcome, "
+                    "lease_until = NULL WHERE status = 'leased'",
+                    {"outcome": Outcome.LEASE_EXPIRED.value},
+                ).rowcount
+                conn.execute("COMMIT")
+            except BaseException:
+                conn.execute("ROLLBACK")
+                raise
+        if failed:
+            logger.warning("%d URLs leased by crashed runs used up their retries: marked failed", failed)
+        return released
 
     def schedule_recrawl(self, now: float) -> int:
         """Make fetched pages whose next fetch is due pending again; returns how many."""

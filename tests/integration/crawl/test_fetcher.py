@@ -78,13 +78,13 @@ def _fetch(
     url: str,
     *,
     allow: tuple[str, ...] = ("127.0.0.6/32",),
-    allow_private: bool = False,
+    allow_loopback: bool = False,
     max_bytes: int = 1 << 20,
     transport: httpx.AsyncBaseTransport | None = None,
     **kw: object,
 ) -> FetchResult:
     async def go() -> FetchResult:
-        guard = AddressGuard(DnsCache(_resolve), allow_private=allow_private, allowed_networks=allow)
+        guard = AddressGuard(DnsCache(_resolve), allow_loopback=allow_loopback, allowed_networks=allow)
         async with make_client(timeout_s=2.0, transport=transport) as client:
             fetcher = Fetcher(
                 client, guard, user_agent="TrawlBot/test", max_bytes=max_bytes, max_redirects=3, timeout_s=2.0
@@ -103,7 +103,7 @@ def test_guard_refuses_loopback_unless_allowed(server: HostServer) -> None:
     with pytest.raises(OutOfScope, match="does not resolve"):
         _fetch(f"http://nowhere.test:{server.port}/")
     assert len(server.recorder.paths()) == before
-    assert _fetch(server.url("/"), allow=(), allow_private=True).status == 200
+    assert _fetch(server.url("/"), allow=(), allow_loopback=True).status == 200
 
 
 def test_connects_to_the_checked_address_with_the_host_header(server: HostServer) -> None:

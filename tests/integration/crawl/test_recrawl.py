@@ -51,7 +51,7 @@ def _crawl(data: Path, server: HostServer, *, recrawl: bool) -> None:
     settings = CrawlSettings(
         min_delay_s=0.0,
         response_time_factor=0,
-        allow_private=True,
+        allow_loopback=True,
         recrawl_initial_s=100,
         recrawl_min_s=10,
         recrawl_max_s=1000,

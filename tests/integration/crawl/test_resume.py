@@ -119,7 +119,7 @@ def _clear(servers: list[HostServer]) -> None:
 def test_sigkill_then_resume_gives_the_same_documents(servers: list[HostServer], tmp_path: Path) -> None:
     reference = tmp_path / "reference"
     settings = CrawlSettings(
-        min_delay_s=0.0, response_time_factor=0, allow_private=True, concurrency=4, flush_interval_s=0.1
+        min_delay_s=0.0, response_time_factor=0, allow_loopback=True, concurrency=4, flush_interval_s=0.1
     )
     summary = asyncio.run(Crawler(reference, settings, seeds=[s.url("/") for s in servers]).run())
     expected = {d.url for d in DocStore(CrawlDir(reference).docs).iter_documents()}

@@ -1,0 +1,151 @@
+"""Page parsing off the event loop, in a process pool, with a time budget per page.
+
+Sniffing, decoding and lexbor parsing are CPU work; on the event loop one slow page
+freezes every fetch on every host (lexbor is quadratic in nesting depth: 200,000
+nested ``<div>`` took 107 s). So a page is handed to a pool of processes sized to the
+cores (spawned, so no fork of a loop with open sockets and threads), and bounded twice:
+
+* before lexbor sees it, ``limit_depth`` cuts the document where element nesting
+  passes ``max_html_depth`` (a linear scan of the tags), which bounds lexbor's work;
+* the parent waits at most ``parse_timeout_s``; a page over it raises ``ParseTimeout``
+  (the crawl records it and does not retry), and the pool is rebuilt, because a worker
+  stuck in C code cannot be interrupted; the other pages that were in that pool are
+  parsed again in the new one.
+
+Submissions are limited to one per worker process, so the budget measures parsing,
+not waiting behind other pages.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import multiprocessing
+import os
+import re
+from concurrent.futures import ProcessPoolExecutor
+from concurrent.futures.process import BrokenProcessPool
+from dataclasses import dataclass
+
+from crawl.content import decode_html, is_html_body
+from crawl.extract import ParsedPage, parse_html
+
+logger = logging.getLogger(__name__)
+
+__all__ = ["PageJob", "ParsePool", "ParseTimeout", "extract_page", "limit_depth"]
+
+_SKIP = re.compile(r"<!--.*?(?:-->|\Z)|<(script|style|xmp|plaintext)\b.*?(?:</\1\s*>|\Z)", re.S | re.I)
+"""Comments and raw-text elements: what looks like tags in them is not."""
+_TAG = re.compile(r"<(/?)([a-zA-Z][a-zA-Z0-9:-]*)[^<>]*?(/?)>")
+_NO_DEPTH = frozenset(
+    {
+        # void elements: never hold children
+        "area", "base", "br", "col", "embed", "hr", "img", "input", "link", "meta", "source",
+        "track", "wbr", "param", "keygen", "frame",
+        # closed implicitly by their next sibling, so an unclosed run does not nest
+        "p", "li", "dt", "dd", "tr", "td", "th", "option", "optgroup", "rb", "rp", "rt", "rtc",
+        "thead", "tbody", "tfoot", "colgroup", "caption",
+    }
+)  # fmt: skip
+_ALWAYS_CHEAP_TAGS = 4096
+"""A page with at most this many ``<`` costs lexbor little at any depth (~50 ms at worst)."""
+
+
+def limit_depth(html: str, max_depth: int) -> str:
+    """``html`` cut where element nesting first passes ``max_depth`` (unchanged otherwise).
+
+    An approximation of the tree builder that errs towards deeper: comments and
+    raw-text elements are skipped, void and implicitly closed elements do not nest.
+    A cut document also loses its comments, scripts and styles (extraction drops them
+    anyway).
+    """
+    if html.count("<") <= max(_ALWAYS_CHEAP_TAGS, max_depth):
+        return html
+    stripped = _SKIP.sub("", html)
+    depth = 0
+    for match in _TAG.finditer(stripped):
+        closing, name, self_closing = match.groups()
+        if closing:
+            if depth:
+                depth -= 1
+        elif not self_closing and name.lower() not in _NO_DEPTH:
+            depth += 1
+            if depth > max_depth:
+                logger.debug("HTML nested deeper than %d: cut at character %d", max_depth, match.start())
+                return stripped[: match.start()]
+    return html
+
+
+@dataclass(frozen=True, slots=True)
+class PageJob:
+    """What parsing one response needs; small and picklable, for the worker process."""
+
+    body: bytes
+    media_type: str
+    charset: str
+    url: str
+    x_robots_tag: str
+    max_links: int
+    max_depth: int
+
+
+def extract_page(job: PageJob) -> ParsedPage | None:
+    """Sniff, decode, bound the depth and parse; None when the body is not HTML."""
+    if not is_html_body(job.media_type, job.body, job.charset):
+        return None
+    html, _ = decode_html(job.body, job.charset)
+    html = limit_depth(html, job.max_depth)
+    return parse_html(html, job.url, x_robots_tag=job.x_robots_tag, max_links=job.max_links)
+
+
+class ParseTimeout(Exception):
+    """A page took longer than the parse budget."""
+
+
+class ParsePool:
+    """A spawned process pool for ``extract_page``, rebuilt when a page overruns its budget."""
+
+    def __init__(self, workers: int = 0, *, timeout_s: float = 10.0) -> None:
+        self.workers = workers or os.cpu_count() or 1
+        self.timeout_s = timeout_s
+        self._context = multiprocessing.get_context("spawn")
+        self._pool = self._new_pool()
+        self._slots: asyncio.Semaphore | None = None
+
+    def _new_pool(self) -> ProcessPoolExecutor:
+        return ProcessPoolExecutor(max_workers=self.workers, mp_context=self._context)
+
+    async def extract(self, job: PageJob) -> ParsedPage | None:
+        """Parse in a worker process; raises ``ParseTimeout`` past the budget."""
+        if self._slots is None:
+            self._slots = asyncio.Semaphore(self.workers)
+        loop = asyncio.get_running_loop()
+        async with self._slots:
+            for attempt in range(2):
+                pool = self._pool
+                future = loop.run_in_executor(pool, extract_page, job)
+                try:
+                    return await asyncio.wait_for(future, self.timeout_s)
+                except TimeoutError:
+                    self._rebuild(pool)
+                    raise ParseTimeout(f"{job.url} took over {self.timeout_s:g} s to parse") from None
+                except BrokenProcessPool:
+                    # Another page's overrun (or a crashed worker) took the pool down.
+                    self._rebuild(pool)
+                    if attempt:
+                        raise
+        raise AssertionError("unreachable")
+
+    def _rebuild(self, pool: ProcessPoolExecutor) -> None:
+        if self._pool is not pool:
+            return  # already rebuilt by another page
+        logger.warning("Rebuilding the parse pool after a page overran its budget or a worker died")
+        self._pool = self._new_pool()
+        processes = list(getattr(pool, "_processes", {}).values())
+        for process in processes:
+            process.kill()
+        pool.shutdown(wait=False, cancel_futures=True)
+
+    def close(self) -> None:
+        pool = self._pool
+        pool.shutdown(wait=True, cancel_futures=True)
