@@ -77,10 +77,16 @@ async def _validation_error(request: Request, exc: Exception) -> JSONResponse:
 async def _http_error(request: Request, exc: Exception) -> JSONResponse:
     assert isinstance(exc, StarletteHTTPException)
     code = {404: "not_found", 405: "method_not_allowed"}.get(exc.status_code, "http_error")
-    return error_response(exc.status_code, code, str(exc.detail))
+    response = error_response(exc.status_code, code, str(exc.detail))
+    response.headers.update(exc.headers or {})  # a 405 names the methods that work (Allow)
+    return response
 
 
 def register_error_handlers(app: FastAPI) -> None:
+    """The handlers, and the OpenAPI document's account of what they answer (``api.openapi``)."""
+    from api.openapi import install
+
+    install(app)
     for error in HTTP_ERRORS:
         app.add_exception_handler(error, _trawl_error)
     app.add_exception_handler(RequestValidationError, _validation_error)

@@ -8,8 +8,9 @@ from fastapi import APIRouter, Path
 from pydantic import BaseModel
 
 from api.deps import SearchDep
+from api.params import parse_doc_id
 from api.schemas import ErrorModel
-from core.errors import DocumentNotFound, QueryError
+from core.errors import DocumentNotFound
 from core.types import DocId
 
 router = APIRouter()
@@ -28,14 +29,16 @@ class DocumentModel(BaseModel):
     generation: str
 
 
-@router.get("/v1/documents/{doc_id}", response_model=DocumentModel, responses={404: {"model": ErrorModel}})
+@router.get(
+    "/v1/documents/{doc_id}",
+    response_model=DocumentModel,
+    responses={400: {"model": ErrorModel}, 404: {"model": ErrorModel}},
+)
 def get_document(
     service: SearchDep,
     doc_id: Annotated[str, Path(max_length=24, description="A doc_id from a search result.")],
 ) -> DocumentModel:
-    if not doc_id.isdigit() or int(doc_id) >= 1 << 63 or int(doc_id) == 0:
-        raise QueryError(f"{doc_id!r} is not a document id; use the doc_id of a search result.")
-    doc = service.document(DocId(int(doc_id)))
+    doc = service.document(DocId(parse_doc_id(doc_id)))
     if doc is None:
         raise DocumentNotFound(f"No document {doc_id} in generation {service.generation.id}.")
     return DocumentModel(

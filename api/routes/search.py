@@ -8,6 +8,7 @@ from fastapi import APIRouter, Query, Request, Response
 
 from api import metrics
 from api.deps import SearchDep
+from api.params import StrictInt
 from api.routes import experiments
 from api.schemas import ErrorModel, SearchResponseModel
 from core.errors import QueryError
@@ -43,11 +44,9 @@ def search(
         Query(max_length=10_000, description='Query; operators: "phrase", -term, site:, lang:, filetype:'),
     ] = None,
     page: Annotated[
-        int, Query(ge=1, le=1000, description="1-based page number (capped; use cursor to go deeper).")
+        StrictInt, Query(description="1-based page number (capped; use cursor to go deeper).")
     ] = 1,
-    size: Annotated[
-        int | None, Query(ge=1, le=1000, description="Results per page (capped by settings).")
-    ] = None,
+    size: Annotated[StrictInt | None, Query(description="Results per page (capped by settings).")] = None,
     site: Annotated[
         str | None, Query(max_length=300, description="Only this host and its subdomains.")
     ] = None,

@@ -127,7 +127,7 @@ def search_page(
                 request,
                 lambda chosen: service.search(
                     q,
-                    page=parse_int(page.strip(), "page", 1, service.settings.max_page),
+                    page=parse_int(page, "page", 1, service.settings.max_page),
                     size=service.settings.default_page_size,
                     ranker=chosen,
                     spell=spelling,
@@ -203,7 +203,7 @@ def explain_page(
     }
     status = 200
     try:
-        wanted = parse_doc_id(doc_id.strip())
+        wanted = parse_doc_id(doc_id)
         per_page = min(EXPLAIN_DEPTH, service.settings.max_page_size)
         for page in range(1, EXPLAIN_DEPTH // per_page + 1):
             response = service.search(

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import base64
+import json
 from collections.abc import Iterator
 
 import httpx
@@ -37,7 +39,7 @@ def test_search_returns_ranked_highlighted_results(client: httpx.Client) -> None
     assert body["total"] == 2 and body["page"] == 1
     assert [x["url"] for x in body["results"]][0] == "https://docs.python.org/3/tutorial/datastructures.html"
     first = body["results"][0]
-    assert set(first) == {"doc_id", "url", "title", "snippet", "score", "explain"}
+    assert set(first) == {"doc_id", "url", "title", "snippet", "score", "explain", "similar"}
     assert first["explain"] is None
     assert body["generation"] and body["partial"] is False and body["missing_shards"] == []
     assert "<mark>List</mark> <mark>comprehensions</mark>" in first["snippet"]
@@ -217,3 +219,56 @@ def test_result_links_log_the_click_then_redirect(client: httpx.Client) -> None:
     assert (
         client.get("/r", params={"i": "x", "p": 1, "d": "12345"}, follow_redirects=False).status_code == 404
     )
+
+
+@pytest.mark.parametrize("value", ["²", "٣", "1e308", "Infinity", "9223372036854775808", "1.0", "+5", " 5"])
+def test_integer_parameters_take_ascii_digits_only(client: httpx.Client, value: str) -> None:
+    answers = [
+        client.get(f"/v1/documents/{value}"),
+        client.get("/v1/search", params={"q": "python", "page": value}),
+        client.get("/v1/search", params={"q": "python", "size": value}),
+        client.get("/", params={"q": "python", "page": value}),
+        client.get("/explain", params={"q": "python", "doc_id": value}),
+        client.get("/r", params={"i": "0" * 32, "p": "1", "d": value}, follow_redirects=False),
+        client.get("/r", params={"i": "0" * 32, "p": value, "d": "1"}, follow_redirects=False),
+    ]
+    assert [r.status_code for r in answers] == [400] * len(answers)
+    assert all(r.headers.get("connection") != "close" for r in answers)
+
+
+def test_out_of_range_paging_says_the_same_thing_everywhere(client: httpx.Client) -> None:
+    def detail(**params: str) -> tuple[str, str]:
+        body = client.get("/v1/search", params={"q": "python", **params}).json()
+        return body["error"], body["detail"]
+
+    assert detail(size="100000") == ("bad_parameter", "size=100000 is out of range; use 1 to 50.")
+    assert detail(size="1000") == ("bad_parameter", "size=1000 is out of range; use 1 to 50.")
+    assert detail(page="-1")[0] == detail(page="1000")[0] == "bad_parameter"
+    assert detail(page="1000")[1].startswith("page=1000 is out of range; use 1 to 100")
+    web = {v: client.get("/", params={"q": "python", "page": v}) for v in ("-1", "abc")}
+    assert "page=-1 is out of range; use 1 to 100" in web["-1"].text
+    assert "page=&#39;abc&#39; is not a whole number; use 1 to 100" in web["abc"].text
+    excluded = client.get("/", params={"q": "-async"})
+    assert excluded.status_code == 400 and "needs at least one word to look for" in excluded.text
+
+
+def test_tampered_or_hand_made_cursor_is_a_400(client: httpx.Client) -> None:
+    cursor = client.get("/v1/search", params={"q": "python", "size": 1}).json()["next_cursor"]
+    payload, mac = cursor.split(".")
+    raw = json.loads(base64.urlsafe_b64decode(payload + "=="))
+    hand_made = base64.urlsafe_b64encode(json.dumps({**raw, "s": 10**6}).encode()).decode().rstrip("=")
+    for token in (f"{hand_made}.{mac}", hand_made, cursor[:-2] + "AA", "e30." + mac):
+        r = client.get("/v1/search", params={"cursor": token})
+        assert r.status_code == 400 and "cursor" in r.json()["detail"], token
+    assert client.get("/v1/search", params={"cursor": cursor}).status_code == 200
+
+
+def test_a_repeated_click_is_answered_but_logged_once(client: httpx.Client) -> None:
+    r = client.get("/v1/search", params={"q": "python"})
+    impression, doc_id = r.headers["x-trawl-impression"], int(r.json()["results"][0]["doc_id"])
+    body = {"impression_id": impression, "doc_id": doc_id, "position": 1}
+    first, again = client.post("/v1/click", json=body), client.post("/v1/click", json=body)
+    assert (first.status_code, again.status_code) == (202, 200)
+    assert first.json()["click_id"] == again.json()["click_id"]
+    assert client.post("/v1/click", json={**body, "position": 1.0}).status_code == 400
+    assert client.post("/v1/click", json={**body, "position": "²"}).status_code == 400
