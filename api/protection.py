@@ -3,15 +3,23 @@
 Implemented as pure ASGI middleware (cheaper than ``BaseHTTPMiddleware``, and it never
 buffers a body): an over-long URL gets 414, an over-large body 413, a client over its
 token bucket 429 with ``Retry-After``.
+
+The client is the connection's peer address. ``X-Forwarded-For`` is read only when the
+peer is one of ``api.trusted_proxies`` (a reverse proxy we run), and then from the
+right: the first address that is not a trusted proxy is the client. Anyone else could
+put a fresh address in the header on every request and never be limited. (uvicorn's
+own proxy-header rewriting is off in ``trawl serve`` so this is the only reader.)
 """
 
 from __future__ import annotations
 
 import hmac
+import ipaddress
 import json
 import math
 import threading
 import time
+from collections.abc import Sequence
 from typing import Annotated
 
 from fastapi import Depends, Header, Request
@@ -60,6 +68,45 @@ class TokenBuckets:
         return wait
 
 
+Network = ipaddress.IPv4Network | ipaddress.IPv6Network
+
+
+def _address(text: str) -> ipaddress.IPv4Address | ipaddress.IPv6Address | None:
+    try:
+        return ipaddress.ip_address(text.strip())
+    except ValueError:
+        return None
+
+
+class ClientAddress:
+    """Who a request comes from, honouring ``X-Forwarded-For`` only from trusted proxies."""
+
+    def __init__(self, trusted_proxies: Sequence[str]) -> None:
+        self.trusted: tuple[Network, ...] = tuple(
+            ipaddress.ip_network(c, strict=False) for c in trusted_proxies
+        )
+
+    def _is_trusted(self, text: str) -> bool:
+        address = _address(text)
+        return address is not None and any(address in net for net in self.trusted)
+
+    def of(self, scope: Scope) -> str:
+        peer = str((scope.get("client") or ("unknown", 0))[0])
+        if not self.trusted or not self._is_trusted(peer):
+            return peer
+        hops = [
+            hop.strip()
+            for name, value in scope.get("headers", [])
+            if name == b"x-forwarded-for"
+            for hop in value.decode("latin-1").split(",")
+            if hop.strip()
+        ]
+        for hop in reversed(hops):
+            if not self._is_trusted(hop):
+                return hop if _address(hop) is not None else peer
+        return hops[0] if hops else peer
+
+
 async def _reply(
     send: Send, status: int, code: str, detail: str, headers: tuple[tuple[bytes, bytes], ...] = ()
 ) -> None:
@@ -79,10 +126,19 @@ async def _reply(
 
 
 class ProtectionMiddleware:
-    def __init__(self, app: ASGIApp, *, rate_per_s: float, burst: int, max_request_bytes: int) -> None:
+    def __init__(
+        self,
+        app: ASGIApp,
+        *,
+        rate_per_s: float,
+        burst: int,
+        max_request_bytes: int,
+        trusted_proxies: Sequence[str] = (),
+    ) -> None:
         self.app = app
         self.max_request_bytes = max_request_bytes
         self.buckets = TokenBuckets(rate_per_s, burst) if rate_per_s > 0 else None
+        self.clients = ClientAddress(trusted_proxies)
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
@@ -98,7 +154,7 @@ class ProtectionMiddleware:
                 )
                 return
         if self.buckets is not None and scope.get("path", "") not in ("/healthz", "/readyz", "/metrics"):
-            client = (scope.get("client") or ("unknown", 0))[0]
+            client = self.clients.of(scope)
             wait = self.buckets.take(client)
             if wait > 0:
                 RATE_LIMITED.inc()

@@ -50,12 +50,17 @@ def serve_command(
             port=port,
             workers=workers,
             log_level="warning",
+            proxy_headers=False,  # api.protection reads X-Forwarded-For from trusted proxies only
         )
         return
     from api.app import create_app
 
     uvicorn.run(
-        create_app(settings, index_dir=index, shard_urls=shards), host=host, port=port, log_level="warning"
+        create_app(settings, index_dir=index, shard_urls=shards),
+        host=host,
+        port=port,
+        log_level="warning",
+        proxy_headers=False,  # api.protection reads X-Forwarded-For from trusted proxies only
     )
 
 

@@ -169,6 +169,9 @@ class ApiSettings(BaseModel):
     rate_limit_per_s: float = Field(50.0, ge=0)
     """Sustained requests per second per client address; 0 disables the limit."""
     rate_limit_burst: int = Field(100, ge=1)
+    trusted_proxies: list[str] = []
+    """CIDR blocks of reverse proxies whose ``X-Forwarded-For`` names the client (rate limit);
+    from anyone else the header is ignored."""
     max_request_bytes: int = Field(64 * 1024, ge=1024)
     """Larger request bodies (and URLs) are refused with 413/414."""
     encode_queries: bool = True
@@ -190,6 +193,9 @@ class ExperimentSettings(BaseModel):
     user_header: str = "X-Trawl-User"
     user_cookie: str = "trawl_uid"
     impression_cache: int = Field(100_000, ge=0)
+    click_dedup_s: float = Field(10.0, ge=0)
+    """A second click on the same impression and position within this many seconds is the
+    same click (a double click, a retry): answered, not logged again. 0: keep every click."""
     """Recent impressions kept in memory to validate clicks (warmed from the log at start)."""
 
 

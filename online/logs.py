@@ -11,6 +11,8 @@ Buffering is bounded: a log flushes when ``max_buffer_rows`` rows are waiting (i
 caller's thread) and every ``flush_interval_s`` from a background thread; if the disk
 refuses a write the rows stay buffered and are retried, up to ``max_buffer_rows ×
 RETRY_FACTOR``, beyond which the oldest are dropped and counted (an ERROR: work lost).
+A row that does not fit the schema (an int32 page of 10^308, a wrong type) is dropped
+and counted in ``rejected`` on its own: the rest of its batch is written.
 ``close`` (called by the service's shutdown, and registered with ``atexit``) flushes
 what is left. A SIGKILL loses at most the unflushed buffer.
 """
@@ -93,6 +95,7 @@ class ParquetLog:
         self.schema = schema
         self.max_buffer_rows = max_buffer_rows
         self.dropped = 0
+        self.rejected = 0
         self.written = 0
         self._rows: list[Mapping[str, Any]] = []
         self._lock = threading.Lock()
@@ -133,8 +136,11 @@ class ParquetLog:
                 return 0
             rows = self._rows
             self._rows = []
+            table = self._table(rows)
+            if table.num_rows != len(rows):
+                rows = table.to_pylist()  # a retry keeps the good rows only
             try:
-                self._write_part(rows)
+                self._write_part(table)
             except OSError as exc:
                 keep = self.max_buffer_rows * RETRY_FACTOR
                 lost = max(0, len(rows) - keep)
@@ -149,15 +155,31 @@ class ParquetLog:
                         "log write to %s failed, %d rows kept for retry: %s", self.directory, len(rows), exc
                     )
                 return 0
-            self.written += len(rows)
-            return len(rows)
+            self.written += table.num_rows
+            return int(table.num_rows)
 
-    def _write_part(self, rows: Sequence[Mapping[str, Any]]) -> None:
-        table = pa.Table.from_pylist(list(rows), schema=self.schema)
+    def _table(self, rows: Sequence[Mapping[str, Any]]) -> pa.Table:
+        """The rows as one table; when one does not convert, each alone, dropping the bad ones."""
+        try:
+            return pa.Table.from_pylist(list(rows), schema=self.schema)
+        except (pa.ArrowException, TypeError, ValueError, OverflowError):
+            pass
+        good: list[pa.Table] = []
+        for row in rows:
+            try:
+                good.append(pa.Table.from_pylist([row], schema=self.schema))
+            except (pa.ArrowException, TypeError, ValueError, OverflowError) as exc:
+                self.rejected += 1
+                logger.error("dropped a log row for %s that does not fit its schema: %s", self.directory, exc)
+        return pa.concat_tables(good) if good else self.schema.empty_table()
+
+    def _write_part(self, table: pa.Table) -> None:
+        if table.num_rows == 0:
+            return
         self._seq += 1
         name = f"part-{time.time_ns():020d}-{os.getpid()}-{self._token}-{self._seq:06d}.parquet"
         atomic.write_with(self.directory / name, lambda tmp: pq.write_table(table, tmp, compression="zstd"))
-        logger.debug("wrote %d rows to %s", len(rows), name)
+        logger.debug("wrote %d rows to %s", table.num_rows, name)
 
     def _flush_periodically(self, interval_s: float) -> None:
         while not self._stop.wait(interval_s):

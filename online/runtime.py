@@ -6,15 +6,18 @@ FastAPI routes, a test, or a batch replay.
 
 Clicks are checked against the impression they claim to come from (the doc id must
 be the one shown at that position), so a stale or forged click is refused instead of
-polluting the analysis. Recent impressions are kept in a bounded in-memory map,
-warmed from the log at start-up: a click on a result shown just before a restart
-still counts.
+polluting the analysis. A click repeating an (impression, position) within
+``click_dedup_s`` (a double click, a client retry) is answered with the first click's
+id and not logged again: it would count one interest twice. Recent impressions are
+kept in a bounded in-memory map, warmed from the log at start-up: a click on a result
+shown just before a restart still counts.
 """
 
 from __future__ import annotations
 
 import logging
 import threading
+import time
 import uuid
 from collections import OrderedDict
 from collections.abc import Sequence
@@ -35,6 +38,13 @@ logger = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True, slots=True)
+class ClickRecord:
+    click_id: str
+    duplicate: bool
+    """True when the same (impression, position) was clicked within the dedup window."""
+
+
+@dataclass(frozen=True, slots=True)
 class ShownImpression:
     experiment: str
     variant: str
@@ -46,12 +56,20 @@ class ExperimentRuntime:
     """Assigns requests to variants and records impressions and clicks."""
 
     def __init__(
-        self, book: ExperimentBook, logs: ExperimentLogs, *, impression_cache: int = 100_000
+        self,
+        book: ExperimentBook,
+        logs: ExperimentLogs,
+        *,
+        impression_cache: int = 100_000,
+        click_dedup_s: float = 10.0,
     ) -> None:
         self.book = book
         self.logs = logs
         self.cache_size = impression_cache
+        self.click_dedup_s = click_dedup_s
         self._recent: OrderedDict[str, ShownImpression] = OrderedDict()
+        self._clicked: OrderedDict[tuple[str, int], tuple[float, str]] = OrderedDict()
+        """(impression, position) → (monotonic time, click id) of clicks inside the dedup window."""
         self._lock = threading.Lock()
         self._warm()
 
@@ -62,7 +80,12 @@ class ExperimentRuntime:
         logger.info(
             "experiments loaded from %s: %s", s.experiments_file, ", ".join(book.experiments) or "none"
         )
-        return cls(book, ExperimentLogs.from_settings(settings), impression_cache=s.impression_cache)
+        return cls(
+            book,
+            ExperimentLogs.from_settings(settings),
+            impression_cache=s.impression_cache,
+            click_dedup_s=s.click_dedup_s,
+        )
 
     def _warm(self) -> None:
         """Load the newest ``cache_size`` impressions, reading parts newest-first (not the whole log)."""
@@ -139,6 +162,10 @@ class ExperimentRuntime:
 
     def record_click(self, *, impression_id: str, doc_id: int, position: int) -> str:
         """Log a click on the result at 1-based ``position`` of an impression; returns the click id."""
+        return self.click(impression_id=impression_id, doc_id=doc_id, position=position).click_id
+
+    def click(self, *, impression_id: str, doc_id: int, position: int) -> ClickRecord:
+        """Check a click against its impression and log it once per dedup window."""
         with self._lock:
             shown = self._recent.get(impression_id)
         if shown is None:
@@ -153,7 +180,17 @@ class ExperimentRuntime:
             raise BadClick(
                 f"doc_id={doc_id} was not shown at position {position} of impression {impression_id}."
             )
-        click_id = uuid.uuid4().hex
+        now = time.monotonic()
+        key = (impression_id, position)
+        with self._lock:
+            while self._clicked and next(iter(self._clicked.values()))[0] < now - self.click_dedup_s:
+                self._clicked.popitem(last=False)
+            earlier = self._clicked.get(key)
+            if earlier is not None:
+                return ClickRecord(earlier[1], duplicate=True)
+            click_id = uuid.uuid4().hex
+            if self.click_dedup_s > 0:
+                self._clicked[key] = (now, click_id)
         self.logs.clicks.append(
             {
                 "click_id": click_id,
@@ -166,7 +203,7 @@ class ExperimentRuntime:
                 "team": shown.teams[position - 1] if shown.teams else "",
             }
         )
-        return click_id
+        return ClickRecord(click_id, duplicate=False)
 
     def close(self) -> None:
         self.logs.close()

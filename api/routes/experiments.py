@@ -20,6 +20,8 @@ from fastapi import APIRouter, Request, Response
 from fastapi.responses import JSONResponse
 from pydantic import BaseModel, ConfigDict, Field
 
+from api.params import StrictInt
+from api.schemas import ErrorModel
 from core.errors import ExperimentsDisabled
 from core.settings import Settings
 from core.types import Hit, SearchResponse
@@ -39,8 +41,8 @@ class ClickIn(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
     impression_id: Annotated[str, Field(pattern=r"^[0-9a-f]{32}$", description="From X-Trawl-Impression.")]
-    doc_id: Annotated[int, Field(ge=0, lt=2**63, description="The clicked result's doc_id.")]
-    position: Annotated[int, Field(ge=1, le=1000, description="1-based rank on the page shown.")]
+    doc_id: Annotated[StrictInt, Field(ge=0, lt=2**63, description="The clicked result's doc_id.")]
+    position: Annotated[StrictInt, Field(ge=1, le=1000, description="1-based rank on the page shown.")]
 
 
 class ClickOut(BaseModel):
@@ -185,19 +187,24 @@ def search_with_experiments(
     "/v1/click",
     status_code=202,
     response_model=ClickOut,
+    responses={
+        200: {"model": ClickOut, "description": "The same click again within the dedup window: not logged."},
+        400: {"model": ErrorModel},
+        404: {"model": ErrorModel},
+        503: {"model": ErrorModel},
+    },
     summary="Record a click on a search result",
 )
 def click(request: Request, body: ClickIn) -> JSONResponse:
     """Log a click on a result that the named impression showed at that position.
 
     A click that does not match its impression raises ``UnknownImpression`` (404) or
-    ``BadClick`` (400); the handlers in ``api.errors`` answer them.
+    ``BadClick`` (400); the handlers in ``api.errors`` answer them. A repeat of a click
+    within the dedup window gets 200 and the first click's id.
     """
     # Plain ``def``: a full buffer flushes to disk in this call, so it runs in the thread pool.
     runtime = get_runtime(request)
     if runtime is None:
         raise ExperimentsDisabled("Click logging is not enabled on this server.")
-    click_id = runtime.record_click(
-        impression_id=body.impression_id, doc_id=body.doc_id, position=body.position
-    )
-    return JSONResponse({"click_id": click_id}, status_code=202)
+    record = runtime.click(impression_id=body.impression_id, doc_id=body.doc_id, position=body.position)
+    return JSONResponse({"click_id": record.click_id}, status_code=200 if record.duplicate else 202)

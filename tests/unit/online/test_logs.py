@@ -66,3 +66,18 @@ def test_a_failed_write_keeps_rows_for_the_next_flush(tmp_path: Path) -> None:
     log.append({"n": 3, "tag": "x"})
     log.close()
     assert read_log(directory, SCHEMA).column("n").to_pylist() == [0, 1, 2, 3]
+
+
+def test_a_row_that_does_not_fit_is_dropped_alone(tmp_path: Path) -> None:
+    schema = pa.schema([("n", pa.int32()), ("tag", pa.string())])
+    log = ParquetLog(tmp_path, schema, max_buffer_rows=100, flush_interval_s=None)
+    for row in [
+        {"n": 1, "tag": "a"},
+        {"n": 10**308, "tag": "huge"},
+        {"n": "x", "tag": "b"},
+        {"n": 2, "tag": "c"},
+    ]:
+        log.append(row)
+    assert log.flush() == 2
+    assert (log.rejected, log.written, log.pending) == (2, 2, 0)
+    assert read_log(tmp_path, schema).column("tag").to_pylist() == ["a", "c"]

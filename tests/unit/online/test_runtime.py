@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import re
+import time
 from pathlib import Path
 
 import pytest
@@ -44,3 +45,21 @@ def test_a_restarted_runtime_accepts_clicks_on_earlier_impressions(tmp_path: Pat
     second.record_click(impression_id=imp, doc_id=9, position=3)
     second.close()
     assert len(read_log(tmp_path / "clicks", CLICK_SCHEMA)) == 1
+
+
+def test_the_same_click_twice_within_the_window_is_logged_once(tmp_path: Path) -> None:
+    rt = ExperimentRuntime(
+        ExperimentBook({}), ExperimentLogs(tmp_path, flush_interval_s=None), click_dedup_s=0.3
+    )
+    imp = rt.record_impression(query="q", doc_ids=[7, 8])
+    first = rt.click(impression_id=imp, doc_id=7, position=1)
+    again = rt.click(impression_id=imp, doc_id=7, position=1)
+    other = rt.click(impression_id=imp, doc_id=8, position=2)
+    assert not first.duplicate and again == type(first)(first.click_id, duplicate=True)
+    assert not other.duplicate
+    time.sleep(0.35)
+    later = rt.click(impression_id=imp, doc_id=7, position=1)
+    assert not later.duplicate and later.click_id != first.click_id
+    rt.close()
+    clicks = read_log(tmp_path / "clicks", CLICK_SCHEMA)
+    assert clicks.column("click_id").to_pylist() == [first.click_id, other.click_id, later.click_id]
