@@ -16,6 +16,8 @@ import typer
 from rich.console import Console
 
 from cli import crawl, dataset, demo, embed, evaluate, experiment, index, inspect, search, serve, train
+from cli import replay as replay_cli
+from cli import reprocess as reprocess_cli
 from cli.help import hide_flag_types
 from core.errors import TrawlError
 from core.logging import configure_logging
@@ -48,6 +50,8 @@ app.command("serve")(serve.serve_command)
 app.add_typer(serve.shard_app, name="shard")
 app.command("crawl")(crawl.crawl_command)
 app.command("inspect")(inspect.inspect_command)
+app.command("replay")(replay_cli.replay_command)
+app.command("reprocess")(reprocess_cli.reprocess_command)
 app.command("embed")(embed.embed_command)
 app.add_typer(train.train_app, name="train")
 app.command("demo")(demo.demo_command)
