@@ -32,6 +32,8 @@ from typing import TYPE_CHECKING, Annotated
 import typer
 from rich.console import Console
 
+from cli.crawl import _human_bytes
+
 if TYPE_CHECKING:
     from fastapi import FastAPI
 
@@ -70,18 +72,10 @@ def busy_port(ports: dict[str, int]) -> str | None:
     return None
 
 
-def _size(n: float) -> str:
-    for unit in ("B", "KB", "MB", "GB"):
-        if n < 1024 or unit == "GB":
-            return f"{n:,.0f} {unit}" if unit == "B" else f"{n:,.1f} {unit}"
-        n /= 1024
-    return f"{n:,.1f} GB"
-
-
 def describe_crawl(summary: CrawlSummary) -> str:
     """One readable line: pages, size, time, what became documents, what went wrong."""
     parts = [
-        f"crawled {summary.pages:,} pages ({_size(summary.bytes)}) in {summary.elapsed_s:.1f} s",
+        f"crawled {summary.pages:,} pages ({_human_bytes(summary.bytes)}) in {summary.elapsed_s:.1f} s",
         f"{summary.indexed:,} documents, {summary.duplicates:,} duplicates",
     ]
     if summary.pending:

@@ -49,6 +49,8 @@ logger = logging.getLogger(__name__)
 
 ProgressFn = Callable[[int, int], None]
 """Called with (passages encoded in this run, passages to encode in this run)."""
+_PROGRESS_PASSAGES = 256
+"""Passages per encode call: progress moves this often, even inside one large segment."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -143,8 +145,13 @@ def _encode_missing(
         if not texts:
             continue
         hashes = np.asarray([plan.hashes[i] for plan, fresh in batch for i in fresh], dtype=np.uint64)
-        store.append(hashes, embedder.encode(texts))
-        done += len(texts)
+        parts = []
+        for first in range(0, len(texts), _PROGRESS_PASSAGES):
+            parts.append(embedder.encode(texts[first : first + _PROGRESS_PASSAGES]))
+            done += len(parts[-1])
+            if on_progress is not None and done < total:
+                on_progress(done, total)
+        store.append(hashes, np.concatenate(parts))
         if on_progress is not None:
             on_progress(done, total)
     return len(work), done
