@@ -55,3 +55,19 @@ def from_crawl_command(
     table.add_row("dropped (would chain folds)", str(report.dropped_for_folds))
     table.add_row("site-name suffix", repr(report.site_suffix) if report.site_suffix else "none found")
     console.print(table)
+
+
+@dataset_app.command("title-only")
+def title_only_command(
+    dataset: Annotated[Path, typer.Option("--dataset", help="A BEIR collection directory.")],
+    out: Annotated[Path, typer.Option("--out", help="Where the variant goes (replaced).")],
+    seed: Annotated[int, typer.Option("--seed", help="Chooses which documents lose their body.")] = 0,
+) -> None:
+    """A copy of a collection with the body of half its documents dropped (seeded).
+
+    Example: trawl dataset title-only --dataset ../shared/data/eval/cisi --out data/eval/cisi-title --seed 0
+    """
+    from training.title_only import title_only_variant
+
+    report = title_only_variant(dataset, out, seed=seed)
+    console.print(f"{report.out}: {report.title_only} of {report.documents} documents are title-only")
