@@ -15,7 +15,9 @@ from rich.table import Table
 from rich.text import Text
 
 from core.settings import CrawlSettings, Settings
+from crawl.fleet import crawl_status
 from crawl.loop import Crawler
+from crawl.metrics import CrawlMetrics, serve_metrics
 from crawl.stats import CrawlStats, CrawlSummary
 
 __all__ = ["crawl_command", "run_crawl"]
@@ -92,6 +94,10 @@ async def run_crawl(crawler: Crawler, *, progress: bool) -> CrawlSummary:
             loop.remove_signal_handler(sig)
 
 
+def _print_status(data: Path, frontier_url: str | None) -> None:
+    typer.echo(json.dumps(crawl_status(data, frontier_url), indent=1))
+
+
 def crawl_command(
     seeds: Annotated[list[str], typer.Argument(help="Start URLs.")],
     data: Annotated[Path, typer.Option("--data", help="Crawl data directory (created; resumed if present).")],
@@ -121,11 +127,31 @@ def crawl_command(
     concurrency: Annotated[int | None, typer.Option("--concurrency", min=1, help="Async workers.")] = None,
     progress: Annotated[bool, typer.Option("--progress/--no-progress", help="Live progress display.")] = True,
     json_out: Annotated[bool, typer.Option("--json", help="Print the summary as JSON on stdout.")] = False,
+    frontier: Annotated[
+        str | None,
+        typer.Option(
+            "--frontier",
+            help="A postgresql:// frontier shared by many workers (default: the --data directory's SQLite).",
+        ),
+    ] = None,
+    worker_id: Annotated[
+        str | None,
+        typer.Option("--worker-id", help="This worker's name on a shared frontier (default host-pid)."),
+    ] = None,
+    metrics_port: Annotated[
+        int | None, typer.Option("--metrics-port", min=0, help="Serve Prometheus metrics on 127.0.0.1:PORT.")
+    ] = None,
 ) -> None:
     """Crawl from SEEDs politely, storing WARC, documents and links under --data.
 
+    Started N times with the same --frontier postgresql://… the workers form one crawl.
+    `trawl crawl status --data DIR [--frontier …]` prints the crawl's (the fleet's) state.
+
     Example: trawl crawl http://127.0.0.1:8000/ --data data/crawl --allow-loopback --max-pages 500
     """
+    if seeds == ["status"]:
+        _print_status(data, frontier or Settings().crawl.frontier_url)
+        return
     if scope is not None and scope not in ("host", "domain", "any"):
         raise typer.BadParameter(f"Unknown scope {scope!r}; expected one of: host, domain, any.")
     base = Settings().crawl
@@ -144,10 +170,16 @@ def crawl_command(
         updates["min_delay_s"] = delay
     if concurrency is not None:
         updates["concurrency"] = concurrency
+    if frontier is not None:
+        updates["frontier_url"] = frontier
+    if worker_id is not None:
+        updates["worker_id"] = worker_id
     settings = CrawlSettings.model_validate(base.model_dump() | updates)
     crawler = Crawler(data, settings, seeds=seeds, recrawl=recrawl)
     if not crawler.seeds:
         raise typer.BadParameter("No seed is a valid http(s) URL.")
+    if metrics_port is not None:
+        serve_metrics(CrawlMetrics(crawler.stats), metrics_port)
     try:
         summary = asyncio.run(run_crawl(crawler, progress=progress and console.is_terminal))
     except asyncio.CancelledError:

@@ -15,6 +15,8 @@ UPDATE SKIP LOCKED``, leased with an expiry) and that host's best pending URL.
 * **New URLs** are inserted before each lease request (``ON CONFLICT DO NOTHING``: the
   table's key is the seen check of record), so other workers see them without waiting
   for this worker's next commit.
+* **Slow commits are not deaths:** the heartbeat renews the leases of results waiting
+  for their batch, so only a worker that stopped (killed, hung) lets leases expire.
 * **Dead workers:** expired URL leases return to pending with one more attempt and
   expired host leases are freed, by whichever worker looks first.
 * **The end:** a worker stops when nothing is pending, no other worker holds a lease
@@ -84,6 +86,8 @@ class PgFrontier:
         self._unwritten: list[NewUrl] = []
         self._inserts: list[NewUrl] = []
         self._updates: list[UrlUpdate] = []
+        self._unacknowledged: set[str] = set()
+        """URLs finished here whose results are not committed yet: their leases are renewed."""
         self._backlog = 0
         self._last_reap = 0.0
         self._last_heartbeat = 0.0
@@ -174,6 +178,8 @@ class PgFrontier:
         if now - self._last_heartbeat >= _HEARTBEAT_EVERY_S:
             self._last_heartbeat = now
             self.heartbeat(now)
+            # A result waiting for its batch is not a dead worker's: keep it leased until stored.
+            self._db.renew_leases(self.worker_id, list(self._unacknowledged), now + self._lease_s)
 
     def heartbeat(self, now: float | None = None) -> None:
         """Tell the fleet this worker is alive, with its counters (``trawl crawl status`` reads them)."""
@@ -258,8 +264,10 @@ class PgFrontier:
             return False
         if update.status == UrlStatus.PENDING:
             self._db.requeue(self.worker_id, lease.url, update.retries, update.outcome_text)
-        elif lease.kind == UrlKind.PAGE and update.status in _FINISHED and update.fetched:
-            self._pages_done += 1
+        else:
+            self._unacknowledged.add(lease.url)
+            if lease.kind == UrlKind.PAGE and update.status in _FINISHED and update.fetched:
+                self._pages_done += 1
         if update.fetched:
             self.fetched += 1
         self._updates.append(update)
@@ -290,6 +298,7 @@ class PgFrontier:
 
     def batch_committed(self, batch: Batch) -> None:
         self._seen.committed(new.url for new in batch.inserts)
+        self._unacknowledged.difference_update(u.url for u in batch.updates)
 
     def commit(self) -> None:
         batch = self.take_batch()

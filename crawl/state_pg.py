@@ -42,7 +42,7 @@ from crawl.state import (
 
 logger = logging.getLogger(__name__)
 
-__all__ = ["FleetStatus", "PgCrawlDb", "is_postgres_url"]
+__all__ = ["PgCrawlDb", "is_postgres_url"]
 
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS urls (
@@ -174,10 +174,6 @@ _RELEASE_HOST = (
 def is_postgres_url(url: str | None) -> bool:
     """True for a ``postgresql://`` (or ``postgres://``) frontier URL."""
     return bool(url) and str(url).startswith(("postgresql://", "postgres://"))
-
-
-class FleetStatus(dict[str, Any]):
-    """The fleet's state as ``trawl crawl status`` prints it (a plain dict, JSON-ready)."""
 
 
 class PgCrawlDb:
@@ -351,39 +347,22 @@ class PgCrawlDb:
         )
         return float(value) if value is not None else None
 
-    def fleet_status(self, now: float, *, alive_s: float = 30.0, window_s: float = 60.0) -> FleetStatus:
-        """Workers alive (heartbeat within ``alive_s``), pages/s over ``window_s``, backlog, errors."""
-        workers = self._all("SELECT worker, started_at, heartbeat_at, counters FROM workers ORDER BY worker")
-        recent = self._one(
-            "SELECT COUNT(*) AS n, COALESCE(SUM(bytes), 0) AS b FROM fetch_log WHERE at > %s",
-            (now - window_s,),
-        )
-        counts = self.status_counts()
-        errors: dict[str, int] = {}
-        for key, n in counts.items():
-            status, _, outcome = key.partition(":")
-            if status == "failed" or outcome.startswith(
-                ("error", "http 5", "http 429", "robots.txt unavail")
-            ):
-                kind = outcome.split(":", 1)[0] if outcome.startswith("error") else outcome or status
-                errors[kind] = errors.get(kind, 0) + n
-        alive = [w for w in workers if now - float(w["heartbeat_at"]) <= alive_s]
-        return FleetStatus(
-            workers_alive=len(alive),
-            workers=[
-                {
-                    "worker": w["worker"],
-                    "alive": w in alive,
-                    "heartbeat_age_s": round(now - float(w["heartbeat_at"]), 1),
-                    **dict(w["counters"] or {}),
-                }
-                for w in workers
-            ],
-            pages_per_s=round(int(recent["n"]) / window_s, 2) if recent else 0.0,
-            backlog=sum(n for k, n in counts.items() if k.split(":", 1)[0] in ("pending", "leased")),
-            done=sum(n for k, n in counts.items() if k.split(":", 1)[0] == "done"),
-            errors=errors,
-        )
+    def workers(self, now: float, *, alive_s: float = 30.0) -> list[dict[str, Any]]:
+        """Every worker that ever heartbeat: alive when its last heartbeat is within ``alive_s``."""
+        rows = self._all("SELECT worker, started_at, heartbeat_at, counters FROM workers ORDER BY worker")
+        return [
+            {
+                "worker": r["worker"],
+                "alive": now - float(r["heartbeat_at"]) <= alive_s,
+                "heartbeat_age_s": round(now - float(r["heartbeat_at"]), 1),
+                **dict(r["counters"] or {}),
+            }
+            for r in rows
+        ]
+
+    def fetches_since(self, since: float) -> int:
+        """Fetches the fleet logged after ``since`` (pages/s over a window)."""
+        return int(self._scalar("SELECT COUNT(*) FROM fetch_log WHERE at > %s", (since,)))
 
     # -- leasing (the fleet's coordination) ------------------------------------
 
@@ -429,6 +408,17 @@ class PgCrawlDb:
                 "UPDATE urls SET status = 'pending', lease_until = NULL, lease_owner = '', retries = %s, "
                 "outcome = COALESCE(%s, outcome) WHERE url = %s AND status = 'leased' AND lease_owner = %s",
                 (retries, outcome, url, owner),
+            )
+
+    def renew_leases(self, owner: str, urls: list[str], until: float) -> None:
+        """Extend ``owner``'s leases on ``urls`` (results waiting to be committed) to ``until``."""
+        if not urls:
+            return
+        with self._lock:
+            self._conn.execute(
+                "UPDATE urls SET lease_until = %s "
+                "WHERE url = ANY(%s) AND lease_owner = %s AND status = 'leased'",
+                (until, urls, owner),
             )
 
     def reap_expired(self, now: float) -> list[str]:

@@ -1,0 +1,159 @@
+"""Three crawl workers on one PostgreSQL frontier over a recording web of five loopback hosts.
+
+Every assertion is made from what the servers saw: one request in flight per host
+across the fleet, Crawl-delay kept between workers, every reachable page fetched
+exactly once; and after one worker is SIGKILLed mid-crawl, the others take over its
+hosts once its leases expire, ending with the documents a one-process crawl finds.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from collections import Counter
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from core.crawldir import CrawlDir
+from core.docstore import DocStore
+from crawl.fleet import crawl_status
+from tests.fixtures.crawl.web import HostServer, Site, html_page, prose, sleep_then
+
+_PAGES = 8
+_CRAWL_DELAY_S = 0.3
+_TRAWL = str(Path(sys.executable).parent / "trawl")
+
+
+def _site(index: int, homes: list[str]) -> Site:
+    site = Site()
+    robots = "User-agent: *\nDisallow: /private\n"
+    if index == 0:
+        robots += f"Crawl-delay: {_CRAWL_DELAY_S}\n"
+    site.raw("/robots.txt", robots.encode(), content_type="text/plain")
+    links = [(f"/p{i}", f"page {i}") for i in range(_PAGES)] + [(h, "neighbour") for h in homes]
+    site.page("/", html_page(f"Home {index}", prose(index * 100), links=[*links, ("/private", "no")]))
+    for i in range(_PAGES):
+        body = html_page(
+            f"Page {index}.{i}", prose(index * 100 + i + 1), links=[(f"/p{(i + 1) % _PAGES}", "n")]
+        )
+
+        async def slow(request: object, body: str = body) -> object:
+            from starlette.responses import HTMLResponse
+
+            return await sleep_then(0.03, HTMLResponse(body))
+
+        site.handler(f"/p{i}")(slow)  # type: ignore[arg-type]
+    return site
+
+
+@pytest.fixture
+def web() -> Iterator[list[HostServer]]:
+    servers = [HostServer(Site(), f"127.0.0.{2 + i}") for i in range(5)]
+    homes = [s.url("/") for s in servers]
+    for i, server in enumerate(servers):
+        server.site.routes.update(_site(i, homes).routes)
+        server.start()
+    try:
+        yield servers
+    finally:
+        for server in servers:
+            server.stop()
+
+
+def _env(**extra: str) -> dict[str, str]:
+    env = dict(os.environ)
+    env.update(
+        TRAWL_CRAWL__ALLOWED_NETWORKS='["127.0.0.0/24"]',
+        TRAWL_CRAWL__MIN_DELAY_S="0.05",
+        TRAWL_CRAWL__RESPONSE_TIME_FACTOR="0",
+        TRAWL_CRAWL__FLUSH_INTERVAL_S="0.2",
+        TRAWL_CRAWL__LEASE_S="10",
+        TRAWL_CRAWL__CONCURRENCY="4",
+        TRAWL_CRAWL__MAX_RETRIES="1",
+        TRAWL_CRAWL__FETCH_TIMEOUT_S="2",
+    )
+    env.update(extra)
+    return env
+
+
+def _worker(web: list[HostServer], data: Path, frontier: str | None, name: str) -> subprocess.Popen[bytes]:
+    argv = [_TRAWL, "crawl", *(s.url("/") for s in web), "--data", str(data), "--no-progress", "--json"]
+    if frontier:
+        argv += ["--frontier", frontier, "--worker-id", name]
+    return subprocess.Popen(argv, env=_env(), stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+
+
+def _page_requests(web: list[HostServer]) -> int:
+    return sum(1 for s in web for p in s.recorder.paths() if p != "/robots.txt")
+
+
+def _wait(workers: list[subprocess.Popen[bytes]], timeout_s: float = 200) -> None:
+    deadline = time.monotonic() + timeout_s
+    for w in workers:
+        try:
+            w.wait(timeout=max(1.0, deadline - time.monotonic()))
+        except subprocess.TimeoutExpired:
+            for other in workers:
+                other.kill()
+            raise
+    for w in workers:
+        if w.returncode not in (0, -signal.SIGKILL):
+            raise AssertionError(f"worker exited {w.returncode}: {w.stderr.read().decode()[-3000:]}")  # type: ignore[union-attr]
+
+
+def _expected(web: list[HostServer]) -> set[str]:
+    return {s.url(p) for s in web for p in ["/", *(f"/p{i}" for i in range(_PAGES))]}
+
+
+def _doc_urls(data: Path) -> set[str]:
+    return {doc.url for doc in DocStore(CrawlDir(data).docs).iter_documents()}
+
+
+@pytest.mark.timeout(400)
+def test_three_workers_share_politeness_and_fetch_every_page_once(
+    web: list[HostServer], pg_dsn: str, tmp_path: Path
+) -> None:
+    data = tmp_path / "crawl"
+    workers = [_worker(web, data, pg_dsn, f"w{i}") for i in range(3)]
+    _wait(workers)
+    for server in web:
+        assert server.recorder.max_in_flight == 1, server.address
+        pages = Counter(p for p in server.recorder.paths() if p != "/robots.txt")
+        assert set(pages) == {"/", *(f"/p{i}" for i in range(_PAGES))}, server.address
+        assert max(pages.values()) == 1, pages
+        assert "/private" not in pages
+    delayed = web[0].recorder.sorted_requests()
+    gaps = [b.start - a.end for a, b in zip(delayed, delayed[1:], strict=False)]
+    assert min(gaps) >= _CRAWL_DELAY_S * 0.9, gaps
+    assert _doc_urls(data) == _expected(web)
+    folders = [p for p in CrawlDir(data).docs.iterdir() if p.is_dir()]
+    assert len(folders) >= 2  # the work was shared, each worker in its own folder
+    status = crawl_status(data, pg_dsn)
+    assert (status["backend"], status["workers_alive"], status["backlog"]) == ("postgresql", 3, 0)
+
+
+@pytest.mark.timeout(400)
+def test_a_killed_worker_leaves_its_hosts_to_the_others(
+    web: list[HostServer], pg_dsn: str, tmp_path: Path
+) -> None:
+    data = tmp_path / "fleet"
+    workers = [_worker(web, data, pg_dsn, f"k{i}") for i in range(3)]
+    deadline = time.monotonic() + 120
+    while _page_requests(web) < 12:
+        assert time.monotonic() < deadline, "the fleet did not get going"
+        time.sleep(0.05)
+    workers[0].send_signal(signal.SIGKILL)
+    _wait(workers)
+    assert workers[0].returncode == -signal.SIGKILL
+    fleet_docs = _doc_urls(data)
+    single = tmp_path / "single"
+    alone = _worker(web, single, None, "")
+    _wait([alone])
+    assert fleet_docs == _doc_urls(single) == _expected(web)
+    for server in web:
+        assert server.recorder.max_in_flight == 1, server.address
