@@ -1,0 +1,43 @@
+"""Crawl metrics: scraped from a worker's /metrics after a small crawl, equal to the crawl's summary."""
+
+from __future__ import annotations
+
+import asyncio
+from pathlib import Path
+
+import httpx
+from prometheus_client.parser import text_string_to_metric_families
+
+from core.settings import CrawlSettings
+from crawl.loop import Crawler
+from crawl.metrics import CrawlMetrics, serve_metrics
+from tests.fixtures.crawl.web import HostServer, Site, html_page, prose
+
+
+def test_scraped_counts_equal_the_summary(tmp_path: Path) -> None:
+    site = Site()
+    site.page("/", html_page("Home", prose(1), links=[(f"/p{i}", "p") for i in range(4)] + [("/gone", "x")]))
+    for i in range(4):
+        site.page(f"/p{i}", html_page(f"P{i}", prose(i + 2)))
+    server = HostServer(site, "127.0.0.2").start()
+    settings = CrawlSettings(min_delay_s=0.0, allowed_networks=["127.0.0.2/32"], flush_interval_s=0.2)
+    crawler = Crawler(tmp_path, settings, seeds=[server.url("/")])
+    metrics = CrawlMetrics(crawler.stats)
+    http = serve_metrics(metrics, 0)
+    try:
+        summary = asyncio.run(crawler.run())
+        text = httpx.get(f"http://127.0.0.1:{http.server_port}/metrics").text
+    finally:
+        http.shutdown()
+        server.stop()
+    samples = {
+        (s.name, tuple(sorted(s.labels.items()))): s.value
+        for family in text_string_to_metric_families(text)
+        for s in family.samples
+    }
+    assert samples[("trawl_crawl_exchanges_total", ())] == summary.fetches
+    assert samples[("trawl_crawl_bytes_total", ())] == summary.bytes
+    assert samples[("trawl_crawl_pages_total", ())] == summary.pages == 5
+    by_outcome = {dict(k[1])["outcome"]: v for k, v in samples.items() if k[0] == "trawl_crawl_fetches_total"}
+    assert sum(by_outcome.values()) == sum(n for _, n in summary.outcomes)
+    assert by_outcome["4xx"] == 1 and by_outcome["2xx"] == 5
