@@ -31,6 +31,7 @@ from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 from numpy.typing import NDArray
@@ -126,12 +127,15 @@ class VectorStore:
         else:
             self.segments = []
         hashes = [self._load(name, "hashes") for name in self.segments]
-        self._vectors = [self._load(name, "vectors") for name in self.segments]
+        self._vectors = [self._load(name, "vectors").astype(np.float32, copy=False) for name in self.segments]
         self._hashes = np.concatenate(hashes) if hashes else np.zeros(0, dtype=np.uint64)
         self._order = np.argsort(self._hashes, kind="stable")
 
-    def _load(self, name: str, part: str) -> NDArray[np.generic]:
-        return np.load(layout.segment_file(self.path, name, part), mmap_mode="r", allow_pickle=False)
+    def _load(self, name: str, part: str) -> NDArray[Any]:
+        array: NDArray[Any] = np.load(
+            layout.segment_file(self.path, name, part), mmap_mode="r", allow_pickle=False
+        )
+        return array
 
     def _drop_uncommitted(self) -> None:
         committed = set(self.segments)
