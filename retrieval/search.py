@@ -89,6 +89,15 @@ def normalized(query: Query) -> tuple[object, ...]:
     return (terms, phrases, excluded, query.site, query.lang, query.filetype)
 
 
+AUTO_RANKERS: tuple[str, ...] = ("hybrid", "bm25")
+"""The default ranker (``search.default_ranker = "auto"``): the first the generation can serve.
+
+Chosen by measurement through the served path (``trawl eval``; figures and reasons in
+``rankers.toml`` and the README): convex fusion beat RRF, dense and BM25 on cranfield
+and cisi, and on the Python-docs known-item queries BM25 and hybrid found the right
+page first 19 of 20 times where LTR (trained on abstracts) managed 11, so LTR is not
+a default until it wins on web-like held-out queries."""
+
 NEAR_DUP_BITS = 3
 """Two pages are near-identical when their SimHashes differ in at most this many bits
 (the crawl's near-duplicate rule, :mod:`crawl.dedup`)."""
@@ -192,9 +201,7 @@ class SearchService:
         if self.settings.default_ranker != "auto":
             return self.settings.default_ranker
         available = self.ranker_names(generation)
-        # Best measured first (README): LTR when a model is loaded, then RRF, which needs no
-        # tuned weight and beat convex fusion on both collections, then BM25.
-        return next(name for name in ("ltr", "hybrid-rrf", "bm25") if name in available)
+        return next(name for name in AUTO_RANKERS if name in available)
 
     def stage(self, name: str | None, generation: Generation) -> RankStage:
         name = name or self.default_ranker(generation)

@@ -115,7 +115,7 @@ def test_the_demo_serves_bm25_then_switches_to_vectors_without_a_restart(tmp_pat
 
         live = wait_for(switched, 240, "the switch to vectors", job)
         assert live["generation"] != bm25_generation
-        assert live["ranker"] in ("hybrid-rrf", "ltr") and "hybrid-rrf" in live["rankers"]
+        assert live["ranker"] == "hybrid" and "hybrid-rrf" in live["rankers"]
         assert live["backfill"]["state"] == "done" and live["backfill"]["generation"] == live["generation"]
         status, body = get(f"{base}/v1/search?q=generators&ranker=hybrid-rrf")
         answer = json.loads(body)
