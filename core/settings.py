@@ -222,6 +222,25 @@ class RankSettings(BaseModel):
     """Most (query, document) pairs one fine-tuning run uses (sampled; keeps a fold to minutes)."""
 
 
+class JobSettings(BaseModel):
+    """Where the offline batch jobs (backfill, index build, PageRank, feature frames) run."""
+
+    engine: Literal["local", "ray"] = "local"
+    """local: in this process, needing nothing. ray: on a Ray cluster (the ``ray`` extra)."""
+    ray_address: str | None = None
+    """None: start a local Ray sized to this machine; ``auto`` or ``HOST:PORT``: join that cluster."""
+    ray_num_cpus: int | None = Field(None, ge=1)
+    """CPUs of a Ray started here; None: every CPU of the machine."""
+    ray_object_store_mb: int | None = Field(None, ge=64)
+    """Object store of a Ray started here; None: Ray's default (30% of memory)."""
+    embed_actors: int | None = Field(None, ge=1)
+    """Encoder actors of a Ray backfill; None: one per CPU of the cluster."""
+    actor_threads: int = Field(1, ge=1)
+    """Intra-op threads of each Ray encoder actor (one actor per CPU uses the cores best)."""
+    pagerank_blocks: int | None = Field(None, ge=1)
+    """Source blocks of a Ray PageRank (one actor each); None: one per CPU of the cluster."""
+
+
 class Settings(BaseSettings):
     """All of Trawl's settings, one nested section per package."""
 
@@ -236,6 +255,7 @@ class Settings(BaseSettings):
     api: ApiSettings = ApiSettings()
     experiments: ExperimentSettings = ExperimentSettings()
     rank: RankSettings = RankSettings()
+    jobs: JobSettings = JobSettings()
 
     @classmethod
     def settings_customise_sources(

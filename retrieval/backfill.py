@@ -111,50 +111,66 @@ def _plan_shard(index_dir: Path, shard: int, embedder: Embedder, store: VectorSt
     return plan
 
 
-def _encode_missing(
-    plans: list[_ShardPlan],
-    store: VectorStore,
-    embedder: Embedder,
-    chunk_docs: int,
-    on_progress: ProgressFn | None,
-) -> tuple[int, int]:
-    """Encode what the store lacks, one committed segment per ``chunk_docs`` documents.
+@dataclass(frozen=True, slots=True)
+class Pending:
+    """Passages the store lacks, each once, grouped by document in document order."""
 
-    Returns (documents that needed encoding, passages encoded). A passage shared by
-    several documents or shards is encoded once.
-    """
-    work = [(plan, doc, indexes) for plan in plans for doc, indexes in plan.todo]
+    groups: list[tuple[list[str], Hashes]]
+    """(texts, their hashes) per document that needs encoding; a group may be empty when
+    every passage of it was already queued by an earlier document."""
+    total: int
+    """Passages to encode."""
+
+
+EncodeFn = Callable[[Pending, VectorStore, int, "ProgressFn | None"], int]
+"""Encodes ``Pending`` into the store, one committed segment per chunk of documents;
+returns the passages encoded. :func:`encode_locally` here, or an engine's (Ray Data)."""
+
+
+def pending_passages(plans: list[_ShardPlan]) -> Pending:
+    """What the store lacks over every shard; a passage shared by documents or shards is queued once."""
     seen: set[int] = set()
-    queued: list[tuple[_ShardPlan, list[int]]] = []
+    groups: list[tuple[list[str], Hashes]] = []
     total = 0
-    for plan, _, indexes in work:
-        fresh = []
-        for i in indexes:
-            h = int(plan.hashes[i])
-            if h not in seen:
-                seen.add(h)
-                fresh.append(i)
-        queued.append((plan, fresh))
-        total += len(fresh)
-    done = 0
-    if on_progress is not None:
-        on_progress(0, total)
-    for start in range(0, len(queued), chunk_docs):
-        batch = queued[start : start + chunk_docs]
-        texts = [plan.texts[i] for plan, fresh in batch for i in fresh]
-        if not texts:
-            continue
-        hashes = np.asarray([plan.hashes[i] for plan, fresh in batch for i in fresh], dtype=np.uint64)
-        parts = []
-        for first in range(0, len(texts), _PROGRESS_PASSAGES):
-            parts.append(embedder.encode(texts[first : first + _PROGRESS_PASSAGES]))
-            done += len(parts[-1])
-            if on_progress is not None and done < total:
-                on_progress(done, total)
-        store.append(hashes, np.concatenate(parts))
+    for plan in plans:
+        for _, indexes in plan.todo:
+            fresh = []
+            for i in indexes:
+                h = int(plan.hashes[i])
+                if h not in seen:
+                    seen.add(h)
+                    fresh.append(i)
+            groups.append(([plan.texts[i] for i in fresh], plan.hashes[fresh].astype(np.uint64)))
+            total += len(fresh)
+    return Pending(groups, total)
+
+
+def encode_locally(embedder: Embedder) -> EncodeFn:
+    """The in-process encoder: ``embedder`` in this process, ``chunk_docs`` documents per segment."""
+
+    def encode(pending: Pending, store: VectorStore, chunk_docs: int, on_progress: ProgressFn | None) -> int:
+        total = pending.total
+        done = 0
         if on_progress is not None:
-            on_progress(done, total)
-    return len(work), done
+            on_progress(0, total)
+        for start in range(0, len(pending.groups), chunk_docs):
+            batch = pending.groups[start : start + chunk_docs]
+            texts = [t for group, _ in batch for t in group]
+            if not texts:
+                continue
+            hashes = np.concatenate([h for _, h in batch])
+            parts = []
+            for first in range(0, len(texts), _PROGRESS_PASSAGES):
+                parts.append(embedder.encode(texts[first : first + _PROGRESS_PASSAGES]))
+                done += len(parts[-1])
+                if on_progress is not None and done < total:
+                    on_progress(done, total)
+            store.append(hashes, np.concatenate(parts))
+            if on_progress is not None:
+                on_progress(done, total)
+        return done
+
+    return encode
 
 
 def _digest(rows: NDArray[np.int64], hashes: Hashes) -> str:
@@ -200,6 +216,7 @@ def backfill_index(
     chunk_docs: int | None = None,
     on_progress: ProgressFn | None = None,
     publish: bool = True,
+    encode: EncodeFn | None = None,
 ) -> BackfillReport:
     """Give every passage of every shard of ``index_dir`` a vector of ``embedder``'s model.
 
@@ -207,6 +224,8 @@ def backfill_index(
     it lacks are encoded. Example:
     ``backfill_index(Path("data/index/generations/g…"), Embedder.from_settings(s.embed), s.embed)``.
     Safe to kill at any moment and to run again; a second run with nothing new is cheap.
+    ``encode`` is where the missing passages are encoded (default: ``embedder`` here;
+    ``retrieval.ray_jobs.ray_encoder`` on a Ray cluster); planning and HNSW stay here.
     """
     started = time.perf_counter()
     index_dir = Path(index_dir)
@@ -222,9 +241,10 @@ def backfill_index(
             sum(len(p.todo) for p in plans),
             embedder.model_id,
         )
-        embedded, encoded = _encode_missing(
-            plans, store, embedder, chunk_docs or settings.backfill_chunk_docs, on_progress
-        )
+        pending = pending_passages(plans)
+        encoder = encode or encode_locally(embedder)
+        encoded = encoder(pending, store, chunk_docs or settings.backfill_chunk_docs, on_progress)
+        embedded = len(pending.groups)
         rows = 0
         for plan in plans:
             rows += _build_shard_index(index_dir, plan, store, embedder, settings).num_rows
@@ -279,6 +299,7 @@ def backfill_new_generation(
     chunk_docs: int | None = None,
     on_progress: ProgressFn | None = None,
     publish: bool = True,
+    encode: EncodeFn | None = None,
 ) -> tuple[str, BackfillReport]:
     """Derive a generation from ``source`` (default: the serving one), backfill it, and
     publish it; returns (its id, the report). Old generations are left as they were."""
@@ -288,7 +309,9 @@ def backfill_new_generation(
         raise ManifestError(f"{root} has no published generation to add vectors to; run `trawl index`.")
     generation, staged = derive_generation(index_root, source)
     try:
-        report = backfill_index(staged, embedder, settings, chunk_docs=chunk_docs, on_progress=on_progress)
+        report = backfill_index(
+            staged, embedder, settings, chunk_docs=chunk_docs, on_progress=on_progress, encode=encode
+        )
     except BaseException:
         shutil.rmtree(staged, ignore_errors=True)
         raise

@@ -52,6 +52,11 @@ class VocabularyCounter:
         self.docs += 1
         self._df.update({w for w in words if is_vocabulary_word(w)})
 
+    def update(self, other: VocabularyCounter) -> None:
+        """Add another counter's documents (a shard built elsewhere): df sums over disjoint documents."""
+        self.docs += other.docs
+        self._df.update(other._df)
+
     def write(self, path: Path, *, max_words: int = MAX_WORDS) -> Path:
         ranked = sorted(self._df.items(), key=lambda item: (-item[1], item[0]))[:max_words]
         lines = [f"# {FORMAT} {FORMAT_VERSION} docs={self.docs}"]
