@@ -254,6 +254,10 @@ class Fetcher:
         try:
             with pinned(host, address):
                 response = await self._client.send(request, stream=True)
+        except httpx.InvalidURL as exc:
+            # httpx parses a redirect's Location while receiving it: ``javascript:...``
+            # and other non-URLs fail there, before the response is returned.
+            raise FetchError(current, f"unfollowable redirect: {exc}", FetchFailure.BAD_REDIRECT) from None
         except httpx.TimeoutException:
             raise FetchError(current, "timeout", FetchFailure.TIMEOUT) from None
         except httpx.TransportError as exc:
