@@ -1,8 +1,9 @@
-"""``/docs``: Swagger UI served from the installed ``swagger-ui-bundle`` package, not a CDN.
+"""``/docs``: Swagger UI served from the installed ``swagger-ui-bundle-v2`` package, not a CDN.
 
 FastAPI's default docs page loads its script and stylesheet from a CDN, so an offline
 machine (or a locked-down network) shows a blank page. The same assets ship in the
-``swagger-ui-bundle`` wheel; they are mounted under :data:`ASSETS` and the page points
+``swagger-ui-bundle-v2`` wheel (Swagger UI 5, which reads OpenAPI 3.1; the 4.x of
+``swagger-ui-bundle`` does not); they are mounted under :data:`ASSETS` and the page points
 there. ReDoc has no packaged assets and is not served.
 """
 

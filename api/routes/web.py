@@ -8,14 +8,12 @@ can never run, and a Content-Security-Policy forbids scripts on every page anywa
 
 from __future__ import annotations
 
-import dataclasses
-import json
 import logging
 import math
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Annotated, Any, TypedDict
-from urllib.parse import urlencode
+from urllib.parse import urlencode, urlsplit
 
 from fastapi import APIRouter, Depends, Query, Request
 from fastapi.responses import HTMLResponse, RedirectResponse, Response
@@ -25,11 +23,16 @@ from markupsafe import Markup
 
 from api import metrics
 from api.deps import SearchDep
+from api.explain_view import explain_view
 from api.params import parse_doc_id, parse_int
 from api.routes import experiments
 from api.routes.health import live_status
+from api.web_format import HOST_COLUMNS, STATE_LABELS, readable
 from core.errors import BadClick, ConfigError, DocumentNotFound, QueryError, UnknownImpression
 from core.types import DocId
+from retrieval.broker import LocalShard
+from retrieval.explain import bm25_breakdown
+from retrieval.search import SearchService
 
 logger = logging.getLogger(__name__)
 WEB = Path(__file__).resolve().parent.parent / "web"
@@ -50,6 +53,25 @@ def _click_href(impression_id: str | None, position: int, doc_id: int, url: str)
     if impression_id is None:
         return url
     return "/r?" + urlencode({"i": impression_id, "p": position, "d": str(int(doc_id))})
+
+
+_EXAMPLE_HOSTS: dict[str, str] = {}
+"""Per generation id: a host of the index, for the site filter's placeholder."""
+
+
+def _example_host(service: SearchService) -> str:
+    """A host the serving index holds (so the placeholder is a filter that finds something)."""
+    generation = service.generation
+    if generation.id not in _EXAMPLE_HOSTS:
+        host = ""
+        for replicas in generation.broker.shards:
+            local = next((r for r in replicas if isinstance(r, LocalShard)), None)
+            first = next(local.lexical.iter_stored(), None) if local is not None else None
+            if first is not None and _safe_href(first.url):
+                host = urlsplit(first.url).netloc.lower().removeprefix("www.")
+                break
+        _EXAMPLE_HOSTS[generation.id] = host
+    return _EXAMPLE_HOSTS[generation.id]
 
 
 class SearchFilters(TypedDict):
@@ -117,6 +139,7 @@ def search_page(
         "response": None,
         "rankers": service.ranker_names(),
         "live": live_status(request, service),
+        "site_example": _example_host(service),
         **query.filters,
     }
     status = 200
@@ -147,6 +170,12 @@ def search_page(
             def page_url(n: int) -> str:
                 return "/?" + urlencode({"q": q, **kept, "page": n, **({} if spelling else {"spell": "0"})})
 
+            # The explain page links back to this very page: its number and spelling choice.
+            came_from = {
+                **({"page": str(response.page)} if response.page > 1 else {}),
+                **({} if spelling else {"spell": "0"}),
+            }
+
             def search_url(text: str | None, **extra: str) -> str | None:
                 return "/?" + urlencode({"q": text, **kept, **extra}) if text else None
 
@@ -160,7 +189,7 @@ def search_page(
                         "snippet": Markup(hit.snippet),
                         "similar": hit.similar,
                         "explain_url": "/explain?"
-                        + urlencode({"q": q, "doc_id": str(int(hit.doc_id)), **kept}),
+                        + urlencode({"q": q, "doc_id": str(int(hit.doc_id)), **kept, **came_from}),
                     }
                     for position, hit in enumerate(response.hits, start=1)
                 ],
@@ -176,30 +205,28 @@ def search_page(
     return page_response
 
 
-def _format(value: Any) -> str:
-    if isinstance(value, float):
-        return f"{value:.4f}"
-    if isinstance(value, dict | list):
-        return json.dumps(value, default=str)
-    return "—" if value is None else str(value)
-
-
 @router.get("/explain", response_class=HTMLResponse)
 def explain_page(
     request: Request,
     service: SearchDep,
     query: PageQueryDep,
     doc_id: Annotated[str, Query(max_length=24)] = "",
+    page: Annotated[str, Query(max_length=10)] = "",
+    spell: Annotated[str, Query(max_length=5)] = "",
 ) -> HTMLResponse:
     q = query.q
+    came_from = {
+        **({"page": page} if page.isdigit() and page != "1" else {}),
+        **({"spell": "0"} if spell == "0" else {}),
+    }
     context: dict[str, Any] = {
         "q": q,
         "ranker": query.ranker,
         "hit": None,
-        "rows": [],
+        "view": None,
         "error": None,
         "depth": EXPLAIN_DEPTH,
-        "back_url": "/?" + urlencode({"q": q, **query.kept}),
+        "back_url": "/?" + urlencode({"q": q, **query.kept, **came_from}),
     }
     status = 200
     try:
@@ -218,10 +245,14 @@ def explain_page(
             if hit is not None or len(response.hits) < per_page:
                 break
         if hit is not None:
+            info = hit.explain or {}
+            parsed = service.parse(q, **query.search_filters)
+            shard = int(info.get("shard") or 0)
+            breakdown = bm25_breakdown(service.generation.broker, parsed, hit.doc_id, shard)
             context["hit"] = hit
             context["snippet"] = Markup(hit.snippet)
             context["ranker"] = response.ranker
-            context["rows"] = [(k, _format(v)) for k, v in (hit.explain or {}).items()]
+            context["view"] = explain_view(response.ranker, info, breakdown)
     except QueryError as exc:
         context["error"] = str(exc)
         status = 400
@@ -245,27 +276,38 @@ def inspect_page(
         else:
             history = report.pop("history", [])
             state = report.pop("state", None) or {}
-            context["rows"] = [(k, _format(v)) for k, v in report.items()] + [
-                (f"state.{k}", _format(v)) for k, v in state.items()
+            fields = {**report, **state}
+            order = [k for k in STATE_LABELS if k in fields] + sorted(set(fields) - set(STATE_LABELS))
+            shown = ((STATE_LABELS.get(k, k.replace("_", " ")), readable(k, fields[k])) for k in order)
+            context["rows"] = [(label, text) for label, text in shown if text]
+            context["history"] = [
+                {
+                    "When": readable("at", h.get("at")),
+                    "HTTP": readable("http_status", h.get("http_status")),
+                    "Outcome": readable("outcome", h.get("outcome")),
+                    "Size": readable("bytes", h.get("bytes")),
+                    "Took": readable("elapsed_s", h.get("elapsed_s")),
+                }
+                for h in history
             ]
-            context["history"] = [{k: _format(v) for k, v in h.items()} for h in history]
     return templates.TemplateResponse(request, "inspect.html", context, status_code=status)
 
 
 @router.get("/hosts", response_class=HTMLResponse)
 def hosts_page(request: Request) -> HTMLResponse:
-    from crawl.host_health import HostHealth, host_health
+    from crawl.host_health import host_health
 
     crawl_data = request.app.state.settings.api.crawl_data
-    context: dict[str, Any] = {
-        "hosts": [],
-        "error": None,
-        "columns": [f.name for f in dataclasses.fields(HostHealth)],
-    }
+    context: dict[str, Any] = {"hosts": [], "error": None, "columns": list(HOST_COLUMNS.values())}
     if crawl_data is None:
         context["error"] = "No crawl data directory is configured (TRAWL_API__CRAWL_DATA)."
     else:
-        context["hosts"] = [dataclasses.asdict(h) for h in host_health(Path(crawl_data))]
+        context["hosts"] = [
+            [(readable(name, value) or "0", isinstance(value, int | float)) for name, value in row.items()]
+            for row in (
+                {name: getattr(h, name) for name in HOST_COLUMNS} for h in host_health(Path(crawl_data))
+            )
+        ]
     return templates.TemplateResponse(request, "hosts.html", context)
 
 

@@ -9,10 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
-import functools
-import http.server
 import shutil
-import threading
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -27,48 +24,15 @@ from core.linkgraph import LinkGraphStore
 from core.settings import CrawlSettings
 from crawl.loop import Crawler
 from crawl.reprocess import reprocess
+from tests.fixtures.demo_site import DEMO, PAGES, demo_site
 
-DEMO = Path("/usr/share/doc/python3.11/html")
-PAGES = [
-    "library/asyncio-eventloop.html",
-    "library/json.html",
-    "library/pathlib.html",
-    "library/os.path.html",
-]
 pytestmark = pytest.mark.skipif(not DEMO.exists(), reason="python3.11-doc is not installed")
-
-
-class _Recorder(http.server.SimpleHTTPRequestHandler):
-    requests: list[str]
-
-    def do_GET(self) -> None:  # noqa: N802 (http.server's name)
-        self.requests.append(self.path)
-        super().do_GET()
-
-    def log_message(self, *args: Any) -> None:
-        pass
 
 
 @pytest.fixture
 def site(tmp_path: Path) -> Iterator[tuple[str, list[str]]]:
-    root = tmp_path / "site"
-    for page in PAGES:
-        (root / page).parent.mkdir(parents=True, exist_ok=True)
-        shutil.copy(DEMO / page, root / page)
-    links = "".join(f'<li><a href="{p}">{p}</a></li>' for p in PAGES)
-    (root / "index.html").write_text(f"<html><title>Start</title><body><ul>{links}</ul></body></html>")
-    requests: list[str] = []
-    handler = type("Handler", (_Recorder,), {"requests": requests})
-    server = http.server.ThreadingHTTPServer(
-        ("127.0.0.1", 0), functools.partial(handler, directory=str(root))
-    )
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
-    try:
-        yield f"http://127.0.0.1:{server.server_address[1]}/", requests
-    finally:
-        server.shutdown()
-        server.server_close()
+    with demo_site(tmp_path / "site") as running:
+        yield running
 
 
 SETTINGS = CrawlSettings(allow_loopback=True, min_delay_s=0.0, response_time_factor=0.0, max_depth=1)
