@@ -81,14 +81,20 @@ def open_search_service(settings: Settings, index_dir: Path, *, remote: Any = No
     """
     service = SearchService.open(index_dir, settings.search, remote=remote, stages=serving_stages(settings))
     attach_encoder(settings, service)
+    # A generation with vectors published while serving (the demo's background backfill, a
+    # later `trawl embed`) gets its query encoder when the service switches to it.
+    service.generations.listeners.append(lambda _generation: attach_encoder(settings, service))
     return service
 
 
 def attach_encoder(settings: Settings, service: SearchService) -> None:
-    """Attach the query encoder when the serving generation has vectors."""
+    """Attach the query encoder when the serving generation has vectors (a no-op when the
+    attached one already made them)."""
     if not settings.api.encode_queries or not settings.search.use_vectors:
         return
     if service.generation.vector_model is None:
+        return
+    if service.encoder is not None and service.encoder_model == service.generation.vector_model:
         return
     from retrieval.embed import Embedder
 
