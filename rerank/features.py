@@ -41,6 +41,7 @@ import scipy.sparse as sp
 from numpy.typing import NDArray
 
 from core.types import DocId, Query
+from retrieval.forward import BODY_CHARS, SHARD_COLUMNS, SIDE_CHARS, QueryTerms, ShardFeatures, url_depth
 from retrieval.hybrid import Candidate, rrf_score
 from retrieval.lexical import TEXT_FIELDS, StoredDoc
 from retrieval.tokenizer import ENGLISH_STOPWORDS, MAX_TOKEN_CHARS, analyze, stem
@@ -147,32 +148,10 @@ class FeatureContext:
     now_s: float | None = None
     user_lang: str = "en"
     """Language a query without ``lang:`` is assumed to want."""
-    body_chars: int = 1000
+    body_chars: int = BODY_CHARS
     """Text features read this many characters of the body (BM25 saw all of it)."""
-    side_chars: int = 600
+    side_chars: int = SIDE_CHARS
     """…and this many of the joined headings and of the joined anchor texts."""
-
-
-@dataclass(frozen=True, slots=True)
-class QueryTerms:
-    """The analysed query, computed once per query rather than once per candidate."""
-
-    terms: tuple[str, ...]
-    """Distinct positive terms, in query order."""
-    bigrams: frozenset[tuple[str, str]]
-    phrases: tuple[tuple[str, ...], ...]
-
-    @classmethod
-    def of(cls, query: Query) -> QueryTerms:
-        sequence = [t for text in query.terms for t in analyze(text)]
-        phrases = tuple(tuple(analyze(p)) for p in query.phrases if analyze(p))
-        for phrase in phrases:
-            sequence.extend(phrase)
-        terms = tuple(dict.fromkeys(sequence))
-        bigrams = {(a, b) for a, b in zip(sequence, sequence[1:], strict=False) if a != b}
-        for phrase in phrases:
-            bigrams.update(zip(phrase, phrase[1:], strict=False))
-        return cls(terms=terms, bigrams=frozenset(bigrams), phrases=phrases)
 
 
 @dataclass(frozen=True, slots=True)
@@ -194,9 +173,14 @@ def compute_features(
     *,
     context: FeatureContext | None = None,
     terms: QueryTerms | None = None,
+    shard: ShardFeatures | None = None,
 ) -> FeatureMatrix:
     """One row of :data:`SCHEMA` per candidate, in the candidates' order.
 
+    With ``shard`` (the candidates' :class:`retrieval.forward.ShardFeatures`, row ``i``
+    for candidate ``i``, computed by their shards from the forward index) the text and
+    document features are taken from it and ``docs`` is not read; without, they are
+    computed here from the stored documents. Both give the same values (a test pins it).
     A candidate whose stored document is missing (its shard failed after retrieval)
     keeps its retrieval features and gets NaN text and document features.
 
@@ -211,20 +195,38 @@ def compute_features(
     if not candidates:
         return FeatureMatrix((), out)
     _retrieval_features(candidates, out)
-    query_set = frozenset(terms.terms)
-    texts: list[list[str] | None] = []
-    for i, candidate in enumerate(candidates):
-        doc = docs.get(candidate.doc_id)
-        text = None
-        if doc is not None:
-            text = _document_features(query, terms, query_set, doc, context, out[i])
-        texts.append(text)
-        out[i, INDEX["query_terms"]] = len(terms.terms)
-    for top, column in zip(
-        PRF_DEPTHS, prf_similarity(texts, out[:, INDEX["rrf"]], tops=PRF_DEPTHS), strict=True
-    ):
+    out[:, INDEX["query_terms"]] = len(terms.terms)
+    if shard is not None:
+        if shard.doc_ids != tuple(c.doc_id for c in candidates):
+            raise ValueError("shard features must have one row per candidate, in the candidates' order")
+        _from_shard(query, shard, context, out)
+        columns = prf_from_terms(shard, out[:, INDEX["rrf"]], tops=PRF_DEPTHS)
+    else:
+        query_set = frozenset(terms.terms)
+        texts: list[list[str] | None] = []
+        for i, candidate in enumerate(candidates):
+            doc = docs.get(candidate.doc_id)
+            text = None
+            if doc is not None:
+                text = _document_features(query, terms, query_set, doc, context, out[i])
+            texts.append(text)
+        columns = prf_similarity(texts, out[:, INDEX["rrf"]], tops=PRF_DEPTHS)
+    for top, column in zip(PRF_DEPTHS, columns, strict=True):
         out[:, INDEX[f"prf_top{top}"]] = column
     return FeatureMatrix(tuple(c.doc_id for c in candidates), out)
+
+
+def _from_shard(
+    query: Query, shard: ShardFeatures, context: FeatureContext, out: NDArray[np.float64]
+) -> None:
+    """Copy the shard-computed columns; add age and language match, which depend on the request."""
+    for j, name in enumerate(SHARD_COLUMNS):
+        out[:, INDEX[name]] = shard.values[:, j]
+    if context.now_s is not None:
+        out[:, INDEX["age_days"]] = np.maximum(0.0, (context.now_s - shard.when) / 86_400.0)
+    wanted = query.lang or context.user_lang
+    matches = {lang: lang_match(wanted, lang) for lang in set(shard.langs)}
+    out[:, INDEX["lang_match"]] = [matches[lang] for lang in shard.langs]
 
 
 def prf_similarity(
@@ -243,8 +245,6 @@ def prf_similarity(
     live_rows = [i for i, t in enumerate(texts) if t is not None]
     if len(live_rows) < 2:
         return [np.full(n, np.nan) for _ in tops]
-    # One sparse row per candidate with text: vectorized, because this runs per query
-    # over every candidate (a dict-based version was most of the feature cost).
     vocab: dict[str, int] = {}
     indptr = [0]
     indices: list[int] = []
@@ -254,10 +254,54 @@ def prf_similarity(
         indices.extend(vocab.setdefault(t, len(vocab)) for t in counts)
         tfs.extend(counts.values())
         indptr.append(len(indices))
-    idx = np.asarray(indices, dtype=np.int64)
-    df = np.bincount(idx, minlength=len(vocab)).astype(np.float64)
-    weights = (1.0 + np.log(np.asarray(tfs, dtype=np.float64))) * np.log1p(len(live_rows) / df[idx])
-    x = sp.csr_matrix((weights, idx, np.asarray(indptr)), shape=(len(live_rows), len(vocab)))
+    return _prf(
+        n,
+        live_rows,
+        np.asarray(indptr, dtype=np.int64),
+        np.asarray(indices, dtype=np.int64),
+        np.asarray(tfs, dtype=np.float64),
+        len(vocab),
+        first_stage,
+        tops,
+    )
+
+
+def prf_from_terms(
+    shard: ShardFeatures, first_stage: NDArray[np.float64], *, tops: Sequence[int]
+) -> list[NDArray[np.float64]]:
+    """:func:`prf_similarity` over the term vectors shards sent (terms as 64-bit hashes)."""
+    n = len(shard.doc_ids)
+    if n < 2:
+        return [np.full(n, np.nan) for _ in tops]
+    hashes, columns = np.unique(shard.term_hash, return_inverse=True)
+    indptr = np.searchsorted(shard.term_row, np.arange(n + 1), side="left").astype(np.int64)
+    return _prf(
+        n,
+        list(range(n)),
+        indptr,
+        columns.astype(np.int64).ravel(),
+        shard.term_tf.astype(np.float64),
+        len(hashes),
+        first_stage,
+        tops,
+    )
+
+
+def _prf(
+    n: int,
+    live_rows: list[int],
+    indptr: NDArray[np.int64],
+    idx: NDArray[np.int64],
+    tfs: NDArray[np.float64],
+    width: int,
+    first_stage: NDArray[np.float64],
+    tops: Sequence[int],
+) -> list[NDArray[np.float64]]:
+    # One sparse row per candidate with text: vectorized, because this runs per query
+    # over every candidate (a dict-based version was most of the feature cost).
+    df = np.bincount(idx, minlength=width).astype(np.float64)
+    weights = (1.0 + np.log(tfs)) * np.log1p(len(live_rows) / df[idx])
+    x = sp.csr_matrix((weights, idx, indptr), shape=(len(live_rows), width))
     norms = np.sqrt(np.asarray(x.multiply(x).sum(axis=1)).ravel())
     norms[norms == 0.0] = 1.0
     x = sp.csr_matrix(sp.diags(1.0 / norms) @ x)
@@ -389,19 +433,6 @@ def min_window(tokens: Sequence[str], wanted: frozenset[str]) -> tuple[int, int]
                 have -= 1
             left += 1
     return best, need
-
-
-def url_depth(url: str) -> int:
-    """Path segments of a URL: ``https://a.org/`` is 0, ``https://a.org/x/y.html`` is 2.
-
-    String operations rather than ``urlsplit``: this runs for every candidate.
-    """
-    rest = url.split("://", 1)[-1]
-    slash = rest.find("/")
-    if slash < 0:
-        return 0
-    path = rest[slash:].split("?", 1)[0].split("#", 1)[0].strip("/")
-    return path.count("/") + 1 if path else 0
 
 
 def age_days(doc: StoredDoc, now_s: float | None) -> float:

@@ -10,6 +10,7 @@ seven places. Nothing here creates a file or reads one; callers do.
     ROOT/CURRENT                          id of the serving generation (retrieval.manifest)
     ROOT/history.jsonl                    every publish, for rollback
     ROOT/backfill.json                    progress of the running embeddings backfill
+    ROOT/freshness.sqlite                 per URL: fetch, index and publish times (retrieval.freshness)
     ROOT/vectors/<version>/               vectors by passage hash, all generations (retrieval.vector_store)
       lock                                flock: one writer per model
       checkpoint.json                     committed segments
@@ -17,8 +18,15 @@ seven places. Nothing here creates a file or reads one; callers do.
     ROOT/generations/<gen>/               one complete generation; hidden names are leftovers
       manifest.json                       IndexManifest: format, shard count, documents, models
       vocabulary.tsv                      surface words and document frequencies (retrieval.vocabulary)
+      incremental.json                    docstore segments applied in place (retrieval.incremental)
+      updated                             changes on every in-place commit: serving processes reload
+      shard-0000/lengths.sqlite           per document field lengths, for ballast under updates
       shard-0000/lexical/                 Tantivy index (retrieval.lexical)
       shard-0000/lexical/trawl-lexical.json   its format, document and ballast counts
+      shard-0000/lexical/trawl-forward/   forward index: token ids per field (retrieval.forward)
+        forward.json                      format, prefix limits, languages
+        terms.txt                         the shard's term dictionary (line number = id)
+        <name>.npy                        <field>.tokens/.offsets, doc_ids, term_hashes, statics
       shard-0000/vector/CURRENT           name of the vector version being served
       shard-0000/vector/<version>/lock    flock: one backfill per shard and model
       shard-0000/vector/<version>/passages.npy   passage hashes its vectors use (GC roots)
@@ -52,8 +60,14 @@ __all__ = [
     "chunks_dir",
     "current_pointer",
     "generation_dir",
+    "forward_array",
+    "forward_dir",
+    "forward_manifest",
+    "forward_terms",
     "generations_dir",
+    "freshness_file",
     "history_file",
+    "incremental_cursor",
     "hnsw_file",
     "is_index",
     "labels_file",
@@ -65,8 +79,10 @@ __all__ = [
     "segment_name",
     "segment_number",
     "shard_dir",
+    "shard_lengths",
     "store_lock",
     "store_root",
+    "update_stamp",
     "vector_index_dir",
     "vector_pointer",
     "vector_root",
@@ -184,6 +200,23 @@ def lexical_manifest(lexical_path: Path) -> Path:
     return Path(lexical_path) / "trawl-lexical.json"
 
 
+def forward_dir(lexical_path: Path) -> Path:
+    """The forward index inside a shard's Tantivy directory (Tantivy ignores files it did not make)."""
+    return Path(lexical_path) / "trawl-forward"
+
+
+def forward_manifest(forward_path: Path) -> Path:
+    return Path(forward_path) / "forward.json"
+
+
+def forward_terms(forward_path: Path) -> Path:
+    return Path(forward_path) / "terms.txt"
+
+
+def forward_array(forward_path: Path, name: str) -> Path:
+    return Path(forward_path) / f"{name}.npy"
+
+
 # -- vectors of one shard ----------------------------------------------------------------
 
 
@@ -256,3 +289,26 @@ def hnsw_file(vector_index: Path) -> Path:
 def labels_file(vector_index: Path) -> Path:
     """The id map: hnswlib row label → document id."""
     return Path(vector_index) / "labels.npy"
+
+
+# -- in-place (incremental) updates ------------------------------------------------------
+
+
+def incremental_cursor(index_dir: Path) -> Path:
+    """Which docstore and removal-log segments a generation already holds (applied in place)."""
+    return Path(index_dir) / "incremental.json"
+
+
+def update_stamp(index_dir: Path) -> Path:
+    """Rewritten after every in-place commit; serving processes reopen the shards when it changes."""
+    return Path(index_dir) / "updated"
+
+
+def shard_lengths(index_dir: Path, shard: int) -> Path:
+    """Per real document of a shard: its tokens per text field (the ballast plan's input)."""
+    return shard_dir(index_dir, shard) / "lengths.sqlite"
+
+
+def freshness_file(root: Path) -> Path:
+    """Per URL of an index root: when it was fetched, indexed and published, or removed."""
+    return Path(root) / "freshness.sqlite"

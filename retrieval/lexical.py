@@ -26,7 +26,8 @@ import tantivy
 from core.errors import IndexStateError, ManifestError
 from core.settings import SearchSettings
 from core.types import DocId, Document, Query, ScoredDoc
-from retrieval.layout import lexical_manifest
+from retrieval.forward import ForwardIndex, ForwardWriter
+from retrieval.layout import forward_dir, lexical_manifest
 from retrieval.stats import BALLAST_TOKEN, CorpusStats, bm25_idf
 from retrieval.tokenizer import analyze, analyzed_text, stems, words
 from retrieval.vocabulary import VocabularyCounter
@@ -154,21 +155,29 @@ class LexicalShardWriter:
         heap_bytes: int = 128_000_000,
         threads: int = 1,
         vocabulary: VocabularyCounter | None = None,
+        existing: bool = False,
     ) -> None:
         self.path = Path(path)
         self.vocabulary = vocabulary
         """Where the surface words of each added document are counted (the build's speller vocabulary)."""
-        if self.path.exists():
-            shutil.rmtree(self.path)
-        self.path.mkdir(parents=True)
-        self._index = tantivy.Index(build_schema(), path=str(self.path))
+        if existing:
+            # In-place updates of a built shard (retrieval.incremental): delete, add, commit.
+            self._index = tantivy.Index.open(str(self.path))
+        else:
+            if self.path.exists():
+                shutil.rmtree(self.path)
+            self.path.mkdir(parents=True)
+            self._index = tantivy.Index(build_schema(), path=str(self.path))
         self._writer = self._index.writer(heap_size=heap_bytes, num_threads=threads)
         self.count = 0
         self.ballast = 0
         self._nonempty: dict[str, int] = dict.fromkeys(TEXT_FIELDS, 0)
         self.field_tokens: dict[str, int] = dict.fromkeys(TEXT_FIELDS, 0)
+        self.forward = ForwardWriter(forward_dir(self.path))
+        """Token ids of what the text features read, per document (:mod:`retrieval.forward`)."""
 
-    def add(self, doc: Document) -> None:
+    def _document(self, doc: Document) -> tuple[tantivy.Document, str]:
+        """The Tantivy document of ``doc`` and its normalised body; counts its field lengths."""
         # Whitespace is normalised once here so snippets need not do it per query.
         body = " ".join(doc.body[:MAX_BODY_CHARS].split())
         headings = " \n".join(doc.headings)[:MAX_HEADINGS_CHARS]
@@ -221,7 +230,24 @@ class LexicalShardWriter:
             "simhash": int(doc.simhash),
         }
         tdoc.add_bytes("payload", json.dumps(payload, ensure_ascii=False).encode("utf-8"))
+        return tdoc, body
+
+    def add(self, doc: Document) -> None:
+        tdoc, body = self._document(doc)
         self._writer.add_document(tdoc)
+        self.forward.add(
+            int(doc.doc_id),
+            url=doc.url,
+            title=doc.title,
+            headings=doc.headings,
+            body=body,
+            anchors=doc.anchors,
+            lang=doc.lang,
+            pagerank=float(doc.pagerank),
+            published_at=doc.published_at,
+            fetched_at=doc.fetched_at,
+            dup_cluster_size=int(doc.dup_cluster_size),
+        )
         self.count += 1
 
     def add_ballast(self, docs: int, tokens: Mapping[str, int]) -> None:
@@ -240,6 +266,35 @@ class LexicalShardWriter:
             self._writer.add_document(tdoc)
         self.ballast += docs
 
+    def replace(self, doc: Document) -> dict[str, int]:
+        """Index ``doc`` in place of any earlier version; returns its tokens per text field."""
+        before = dict(self.field_tokens)
+        tdoc, _ = self._document(doc)
+        self._writer.delete_documents_by_term("doc_id", int(doc.doc_id))
+        self._writer.add_document(tdoc)
+        return {name: self.field_tokens[name] - before[name] for name in TEXT_FIELDS}
+
+    def delete(self, doc_id: int) -> None:
+        self._writer.delete_documents_by_term("doc_id", int(doc_id))
+
+    def drop_ballast(self) -> None:
+        """Delete every ballast document (a new plan is added after updates)."""
+        self._writer.delete_documents_by_term("kind", "ballast")
+
+    def commit_update(self, *, docs: int, nonempty_fields: Mapping[str, int]) -> None:
+        """Commit in-place updates; the shard manifest gets the new real-document counts."""
+        self._writer.commit()
+        self._writer.wait_merging_threads()
+        manifest = {
+            "format": "trawl-lexical",
+            "format_version": FORMAT_VERSION,
+            "docs": docs,
+            "ballast_docs": self.ballast,
+            "nonempty_fields": dict(nonempty_fields),
+            "updated_in_place": True,
+        }
+        lexical_manifest(self.path).write_text(json.dumps(manifest))
+
     def add_all(self, docs: Iterable[Document]) -> int:
         for doc in docs:
             self.add(doc)
@@ -248,6 +303,7 @@ class LexicalShardWriter:
     def commit(self) -> None:
         self._writer.commit()
         self._writer.wait_merging_threads()
+        self.forward.write()
         manifest = {
             "format": "trawl-lexical",
             "format_version": FORMAT_VERSION,
@@ -306,6 +362,9 @@ class LexicalShard:
         # A field no document has contributes nothing; skipping it halves query work on
         # collections without headings or anchors.
         self._live_fields = frozenset(f for f in TEXT_FIELDS if nonempty.get(f, 1) > 0)
+        self.forward = ForwardIndex.open_if_present(forward_dir(self.path))
+        """The shard's forward index (None in an index built before it existed: features then
+        come from the stored documents, see :func:`write_forward_index`)."""
 
     @property
     def num_docs(self) -> int:
@@ -535,3 +594,29 @@ class LexicalShard:
         result = self._searcher.search(tantivy.Query.all_query(), limit=max(1, self.num_docs), count=False)
         for _, address in result.hits:
             yield self.stored_at(address)
+
+
+def write_forward_index(path: Path) -> int:
+    """Write the forward index of an existing shard from its stored documents; returns documents.
+
+    Indexes built before the forward index existed get it without a rebuild: the stored
+    payload holds everything the build would have used.
+    """
+    shard = LexicalShard(path)
+    writer = ForwardWriter(forward_dir(shard.path))
+    for doc in shard.iter_stored():
+        writer.add(
+            int(doc.doc_id),
+            url=doc.url,
+            title=doc.title,
+            headings=doc.headings,
+            body=doc.body,
+            anchors=doc.anchors,
+            lang=doc.lang,
+            pagerank=doc.pagerank,
+            published_at=doc.published_at,
+            fetched_at=doc.fetched_at,
+            dup_cluster_size=doc.dup_cluster_size,
+        )
+    writer.write()
+    return writer.count
