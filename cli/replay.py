@@ -36,7 +36,7 @@ def replay_command(
     if derived is None:
         raise typer.BadParameter(f"{url} has no stored response in {data}/warc.", param_hint="URL")
     if json_out:
-        payload = {"outcome": derived.outcome, "dup_of": derived.dup_of}
+        payload: dict[str, object] = {"outcome": derived.outcome, "dup_of": derived.dup_of}
         payload |= {"replayed": _fields(derived.document), "stored": _fields(stored)}
         typer.echo(json.dumps(payload))
         return

@@ -31,13 +31,14 @@ from core.docstore import DocStore
 from core.errors import ConfigError
 from core.linkgraph import Edge, LinkGraphStore
 from core.settings import CrawlSettings
-from core.types import Document, doc_id_for
+from core.types import Document
 from crawl.content import parse_content_type
 from crawl.dedup import NearDupIndex, fingerprints
+from crawl.documents import page_document
 from crawl.extract import ParsedPage
 from crawl.parsing import PageJob, extract_page
 from crawl.state import CrawlDb
-from crawl.urls import canonicalize_url, host_of
+from crawl.urls import canonicalize_url
 
 logger = logging.getLogger(__name__)
 
@@ -144,22 +145,13 @@ def derive(
         if verdict.kind != "unique" and verdict.of_url != url:
             return Derived(url, "duplicate", page=page, edges=edges, dup_of=verdict.of_url)
         dedup.add(url, text_hash, fingerprint)
-    host = host_of(url)
-    document = Document(
-        doc_id=doc_id_for(url),
-        url=url,
-        title=page.title,
-        body=page.body,
-        headings=page.headings,
-        host=host if host.endswith("]") else host.rsplit(":", 1)[0],
-        lang=page.lang,
-        filetype="html",
-        description=page.description,
-        published_at=page.published_at if page.published_at is not None else page.modified_at,
+    document = page_document(
+        url,
+        page,
         fetched_at=response.fetched_at,
-        content_hash=text_hash,
-        simhash=fingerprint,
-        outlinks=tuple(link.url for link in followed)[: settings.max_links_per_page],
+        text_hash=text_hash,
+        fingerprint=fingerprint,
+        max_links=settings.max_links_per_page,
     )
     return Derived(url, "indexed", document=document, page=page, edges=edges)
 

@@ -33,7 +33,8 @@ def bm25_breakdown(broker: Broker, query: Query, doc_id: DocId, shard_id: int) -
     shard = next((r for r in replicas if isinstance(r, LocalShard)), None)
     if shard is None:
         return {}
-    alone = [((t,), ()) for t in query.terms] + [((), (p,)) for p in query.phrases]
+    alone: list[tuple[tuple[str, ...], tuple[str, ...]]] = [((t,), ()) for t in query.terms]
+    alone += [((), (p,)) for p in query.phrases]
     parts = [
         (
             terms[0] if terms else f'"{phrases[0]}"',

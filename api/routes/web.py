@@ -232,10 +232,10 @@ def explain_page(
     try:
         wanted = parse_doc_id(doc_id)
         per_page = min(EXPLAIN_DEPTH, service.settings.max_page_size)
-        for page in range(1, EXPLAIN_DEPTH // per_page + 1):
+        for result_page in range(1, EXPLAIN_DEPTH // per_page + 1):
             response = service.search(
                 q,
-                page=page,
+                page=result_page,
                 size=per_page,
                 ranker=query.ranker or None,
                 explain=True,
