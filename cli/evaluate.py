@@ -26,11 +26,17 @@ def eval_command(
         list[Path] | None,
         typer.Option("--train-with", help="ltr: also train every fold model on all of this collection."),
     ] = None,
+    sample: Annotated[
+        int | None,
+        typer.Option("--sample", min=1, help="Score N judged queries: a seeded sample stratified by kind."),
+    ] = None,
+    sample_seed: Annotated[int, typer.Option("--sample-seed", help="Seed of --sample.")] = 0,
 ) -> None:
     """Evaluate a ranker as served (the API's search path) on every judged query of a collection.
 
     nDCG@10, MAP, Recall@100, MRR@10. ``ltr`` without --model serves, to each fold,
     a model trained on the other folds (folds.tsv when the collection has one).
+    --sample N scores a deterministic sample of N queries, stratified by their kind.
 
     Example: trawl eval --dataset ../shared/data/eval/cisi --ranker bm25 --json
     """
@@ -46,6 +52,8 @@ def eval_command(
         shards=shards,
         depth=depth,
         train_with=tuple(train_with or ()),
+        sample=sample,
+        sample_seed=sample_seed,
     )
     if as_json:
         sys.stdout.write(json.dumps(result.to_json()) + "\n")

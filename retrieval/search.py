@@ -274,7 +274,10 @@ class SearchService:
             )
             stored: dict[DocId, StoredDoc] = {}
             out = stage.rank(
-                query, gathered.candidates, explain=explain, context=self._context(generation, stored)
+                query,
+                gathered.candidates,
+                explain=explain,
+                context=self._context(generation, stored, gathered),
             )
             return RankedList(
                 out.ranked[:depth],
@@ -301,7 +304,9 @@ class SearchService:
             all_gathered.append(gathered)
             lexical_total = gathered.lexical_total
             fresh = [c for c in gathered.candidates if c.doc_id not in candidates]
-            out = stage.rank(query, fresh, explain=explain, context=self._context(generation, fetched))
+            out = stage.rank(
+                query, fresh, explain=explain, context=self._context(generation, fetched, gathered)
+            )
             ranked.extend(out.ranked)
             explanations.update(out.explain)
             candidates.update({c.doc_id: c for c in fresh})
@@ -336,8 +341,14 @@ class SearchService:
             cache.update(generation.broker.fetch(by_shard, time.perf_counter() + self.settings.deadline_s))
         return {c.doc_id: cache[c.doc_id] for c in candidates if c.doc_id in cache}
 
-    def _context(self, generation: Generation, cache: dict[DocId, StoredDoc]) -> RankContext:
-        return RankContext(fetch=lambda cs: self._fetch(generation, cs, cache), generation=generation.id)
+    def _context(
+        self, generation: Generation, cache: dict[DocId, StoredDoc], gathered: Gathered
+    ) -> RankContext:
+        return RankContext(
+            fetch=lambda cs: self._fetch(generation, cs, cache),
+            generation=generation.id,
+            features=gathered.features,
+        )
 
     # -- the request ------------------------------------------------------------------
 
@@ -354,8 +365,13 @@ class SearchService:
         lang: str | None = None,
         filetype: str | None = None,
         spell: bool = True,
+        snippets: bool = True,
     ) -> SearchResponse:
         """One page of results, with a spelling suggestion or a rewrite (``spell=False``: neither).
+
+        ``snippets=False`` leaves every hit's snippet empty and changes nothing else: for
+        callers that score the ranked list (``trawl eval`` reads 100 results a query,
+        where making their snippets would cost more than ranking them).
 
         A query with a misspelt word gets ``suggestion``; when it also finds fewer than
         ``spell_rewrite_below`` results and the correction finds more, the correction's
@@ -374,6 +390,7 @@ class SearchService:
                 site=site,
                 lang=lang,
                 filetype=filetype,
+                snippets=snippets,
             )
 
         response = run(raw)
@@ -403,6 +420,7 @@ class SearchService:
         site: str | None = None,
         lang: str | None = None,
         filetype: str | None = None,
+        snippets: bool = True,
     ) -> SearchResponse:
         started = time.perf_counter()
         self.generations.refresh()
@@ -433,6 +451,7 @@ class SearchService:
             stage.name,
             explain,
             bool(cursor),
+            snippets,
         )
         cached = self.cache.get(key)
         if cached is not None:
@@ -448,7 +467,7 @@ class SearchService:
         timings["retrieve_rank"] = (time.perf_counter() - t0) * 1000
         page_hits = ranked.ranked[request.offset : depth]
         t0 = time.perf_counter()
-        hits = self._hits(generation, query, page_hits, ranked, explain=explain)
+        hits = self._hits(generation, query, page_hits, ranked, explain=explain, snippets=snippets)
         timings["snippets"] = (time.perf_counter() - t0) * 1000
         missing = sorted({s for g in ranked.gathered for s in g.missing_shards})
         missing_vector = sorted({s for g in ranked.gathered for s in g.missing_vector})
@@ -486,6 +505,7 @@ class SearchService:
         ranked: RankedList,
         *,
         explain: bool,
+        snippets: bool = True,
     ) -> list[Hit]:
         stored = self._fetch(generation, [ranked.candidates[h.doc_id] for h in page_hits], ranked.stored)
         positive = (*query.terms, *query.phrases)
@@ -524,7 +544,9 @@ class SearchService:
                     title=doc.title or doc.url,
                     snippet=make_snippet(
                         doc.body or doc.description, matcher, max_chars=self.settings.snippet_chars
-                    ),
+                    )
+                    if snippets
+                    else "",
                     score=scored.score,
                     external_id=doc.external_id,
                     explain=info,

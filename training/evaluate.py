@@ -13,12 +13,21 @@ mix), written as a normal model directory, and served through the normal ``ltr``
 to the fold's queries. Folds come from the collection's ``folds.tsv`` when it has one
 (crawl-derived sets split by target page), else a seeded split by query.
 
+``sample=N`` scores a held-out sample of N judged queries instead of all of them: a
+deterministic draw stratified by the queries' ``metadata.kind`` (crawl-derived sets:
+title, anchor, heading; one stratum elsewhere), each kind's share kept by largest
+remainder and its queries taken in order of ``sha256(seed:query id)``. Same seed, same
+queries, whatever the ranker, so two rankers' samples pair. Figures per kind are in
+``extra["by_kind"]`` whenever the queries have kinds.
+
 Rankers registered in :mod:`training.rankers` that are not served (experiment
 baselines, test doubles) still run through their own runner.
 """
 
 from __future__ import annotations
 
+import hashlib
+import json
 import logging
 import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
@@ -95,6 +104,54 @@ def ensure_vectors(index_dir: Path, settings: Settings) -> str:
     return report.model_id
 
 
+def query_kinds(dataset: BeirDataset) -> dict[str, str]:
+    """Query id → ``metadata.kind`` (crawl-derived sets); empty when no query has one."""
+    kinds: dict[str, str] = {}
+    with (dataset.root / "queries.jsonl").open(encoding="utf-8") as handle:
+        for line in handle:
+            if line.strip():
+                record = json.loads(line)
+                kind = (record.get("metadata") or {}).get("kind")
+                if kind:
+                    kinds[str(record["_id"])] = str(kind)
+    return kinds
+
+
+def stratified_sample(qids: Sequence[str], kinds: Mapping[str, str], n: int, seed: int = 0) -> list[str]:
+    """``n`` of ``qids``, each kind's share kept (largest remainder), by seeded hash; in input order."""
+    if n >= len(qids):
+        return list(qids)
+    strata: dict[str, list[str]] = {}
+    for q in qids:
+        strata.setdefault(kinds.get(q, ""), []).append(q)
+    exact = {k: n * len(v) / len(qids) for k, v in strata.items()}
+    quota = {k: int(x) for k, x in exact.items()}
+    by_remainder = sorted(strata, key=lambda k: (quota[k] - exact[k], k))
+    for k in by_remainder[: n - sum(quota.values())]:
+        quota[k] += 1
+
+    def key(q: str) -> str:
+        return hashlib.sha256(f"{seed}:{q}".encode()).hexdigest()
+
+    chosen = {q for k, v in strata.items() for q in sorted(v, key=key)[: quota[k]]}
+    return [q for q in qids if q in chosen]
+
+
+def by_kind(per_query: Mapping[str, Mapping[str, float]], kinds: Mapping[str, str]) -> dict[str, Any]:
+    """Mean nDCG@10 and MRR@10 of the scored queries of each kind."""
+    groups: dict[str, list[str]] = {}
+    for q in per_query:
+        if q in kinds:
+            groups.setdefault(kinds[q], []).append(q)
+    return {
+        k: {
+            "queries": len(qs),
+            **{m: round(sum(per_query[q][m] for q in qs) / len(qs), 6) for m in ("ndcg@10", "mrr@10")},
+        }
+        for k, qs in sorted(groups.items())
+    }
+
+
 def parse_queries(texts: Mapping[str, str]) -> dict[str, Query]:
     parsed: dict[str, Query] = {}
     for qid, text in texts.items():
@@ -106,16 +163,20 @@ def parse_queries(texts: Mapping[str, str]) -> dict[str, Query]:
 
 
 def served_ranking(service: SearchService, text: str, ranker: str, depth: int = RUN_DEPTH) -> RankedIds:
-    """The first ``depth`` results ``/v1/search`` serves for ``text`` (pages followed by cursor)."""
+    """The first ``depth`` results ``/v1/search`` serves for ``text`` (pages followed by cursor).
+
+    Snippets are not made: only ids and order are scored, and making a hundred
+    snippets over long pages cost more than ranking them (py-spy: over half the time).
+    """
     size = min(depth, service.settings.max_page_size)
     ids: RankedIds = []
     try:
-        response = service.search(text, ranker=ranker, size=size, spell=False)
+        response = service.search(text, ranker=ranker, size=size, spell=False, snippets=False)
         while True:
             ids.extend(h.external_id or h.url for h in response.hits)
             if len(ids) >= depth or not response.next_cursor:
                 break
-            response = service.search(None, cursor=response.next_cursor, spell=False)
+            response = service.search(None, cursor=response.next_cursor, spell=False, snippets=False)
     except QueryError:
         return []  # nothing searchable left: the query counts, with an empty result
     return ids[:depth]
@@ -171,6 +232,8 @@ def evaluate(
     depth: int = RUN_DEPTH,
     train_with: Sequence[Path] = (),
     open_service: ServiceOpener | None = None,
+    sample: int | None = None,
+    sample_seed: int = 0,
 ) -> EvalResult:
     """Every judged query of a collection through ``ranker_name`` as served; pytrec_eval's metrics."""
     settings = settings or Settings()
@@ -181,10 +244,17 @@ def evaluate(
     index_dir, cache_dir = cached_index(dataset, settings, shards=shards)
     qrels = dataset.qrels()
     texts = dataset.judged_queries()
+    kinds = query_kinds(dataset)
     extra: dict[str, Any] = {"depth": depth, "shards": shards, "path": "served"}
+    if sample is not None and sample < len(texts):
+        kept = stratified_sample(list(texts), kinds, sample, sample_seed)
+        extra["sample"] = {"queries": len(kept), "of": len(texts), "seed": sample_seed, "strata": "kind"}
+        texts = {q: texts[q] for q in kept}
     started = time.perf_counter()
     if ranker_name not in SERVED_RANKERS:
-        ranked = _registered_run(dataset, ranker_name, index_dir, cache_dir, settings, options, folds, depth)
+        ranked = _registered_run(
+            dataset, texts, ranker_name, index_dir, cache_dir, settings, options, folds, depth
+        )
         extra["path"] = "registered"
     else:
         opener = open_service or default_opener()
@@ -215,6 +285,8 @@ def evaluate(
                     extra["ltr_model"] = model_id
     seconds = time.perf_counter() - started
     report = evaluate_run(as_run(ranked), {q: qrels[q] for q in texts})
+    if kinds:
+        extra["by_kind"] = by_kind(report.per_query, kinds)
     return EvalResult(
         dataset=dataset.name,
         ranker=ranker_name,
@@ -229,6 +301,7 @@ def evaluate(
 
 def _registered_run(
     dataset: BeirDataset,
+    texts: Mapping[str, str],
     name: str,
     index_dir: Path,
     cache_dir: Path,
@@ -241,7 +314,7 @@ def _registered_run(
     qrels = dataset.qrels()
     context = EvalContext(dataset, index_dir, cache_dir, qrels, settings, folds=folds, options=options)
     ranker = make_ranker(name, context)
-    hits = ranker.run(parse_queries(dataset.judged_queries()), depth)
+    hits = ranker.run(parse_queries(texts), depth)
     shard = context.lexical()
     wanted = sorted({h.doc_id for ranked in hits.values() for h in ranked})
     external = {d: s.external_id for d, s in shard.stored_many(wanted).items()}
