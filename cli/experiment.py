@@ -33,43 +33,70 @@ def compare_command(
     dataset: Annotated[list[Path], typer.Option("--dataset", help="A BEIR collection; repeat to pool.")],
     as_json: Annotated[bool, typer.Option("--json", help="Print exactly one JSON object on stdout.")] = False,
     out: Annotated[Path | None, typer.Option("--out", help="Write the Markdown report + SVG here.")] = None,
-    metric: Annotated[str, typer.Option("--metric", help="ndcg@10, map, recall@100 or mrr@10.")] = "ndcg@10",
+    metric: Annotated[
+        list[str] | None,
+        typer.Option("--metric", help="ndcg@10, map, recall@100 or mrr@10; repeat for several."),
+    ] = None,
     resamples: Annotated[
         int, typer.Option("--resamples", min=100, help="Bootstrap/permutation draws.")
     ] = 10_000,
     seed: Annotated[
         int, typer.Option("--seed", help="Seed of the resampling tests (same seed, same p-values).")
     ] = 0,
+    sample: Annotated[
+        int | None,
+        typer.Option("--sample", min=1, help="Per collection, N judged queries: seeded, stratified by kind."),
+    ] = None,
+    sample_seed: Annotated[int, typer.Option("--sample-seed", help="Seed of --sample.")] = 0,
 ) -> None:
     """Paired comparison of rankers on judged collections: deltas, bootstrap CI, randomization and t tests.
 
-    Example: trawl experiment compare --a bm25 --b hybrid --dataset ../shared/data/eval/cranfield
-    --dataset ../shared/data/eval/cisi --json --out reports/
-    """
-    from training.experiments.offline import compare, write_markdown
+    Every ranker is evaluated once (as served, like trawl eval); each --metric gets its
+    own tests. With several metrics, --json prints {"metrics": {metric: comparison}} and
+    --out writes one report per metric in a subfolder named after it.
 
-    report = compare([a, *b], dataset, settings=Settings(), metric=metric, resamples=resamples, seed=seed)
-    md_path = write_markdown(report, out) if out is not None else None
-    if as_json:
+    Example: trawl experiment compare --a bm25 --b hybrid --dataset ../shared/data/eval/cranfield
+    --dataset ../shared/data/eval/cisi --metric ndcg@10 --metric mrr@10 --json --out reports/
+    """
+    from training.experiments.offline import compare_metrics, write_markdown
+
+    metrics = metric or ["ndcg@10"]
+    reports = compare_metrics(
+        [a, *b],
+        dataset,
+        settings=Settings(),
+        metrics=metrics,
+        resamples=resamples,
+        seed=seed,
+        sample=sample,
+        sample_seed=sample_seed,
+    )
+    objs: dict[str, dict[str, object]] = {}
+    console = Console()
+    for report in reports:
+        target = out if out is None or len(reports) == 1 else out / report.metric.replace("@", "")
+        md_path = write_markdown(report, target) if target is not None else None
         if len(report.pooled) == 1:
             obj = report.pooled[0].to_json()
             obj["datasets"] = {c.scope: c.to_json() for c in report.per_dataset[0]}
         else:
-            obj = {"a": a, "metric": metric, "comparisons": [c.to_json() for c in report.pooled]}
+            obj = {"a": a, "metric": report.metric, "comparisons": [c.to_json() for c in report.pooled]}
         if md_path is not None:
             obj["report"] = str(md_path)
-        _emit(obj)
-        return
-    console = Console()
-    for pooled, per in zip(report.pooled, report.per_dataset, strict=True):
-        for c in (pooled, *per):
-            console.print(
-                f"{c.scope:>10}  {c.b} − {c.a}  {c.metric} {c.mean_b:.4f} − {c.mean_a:.4f} = {c.delta:+.4f} "
-                f"[{c.ci95[0]:+.4f}, {c.ci95[1]:+.4f}]  p_rand={c.p_randomization:.4f} "
-                f"p_t={c.p_ttest:.4f}  W/T/L {c.wins}/{c.ties}/{c.losses}"
-            )
-    if md_path is not None:
-        console.print(f"report: {md_path}")
+        objs[report.metric] = obj
+        if as_json:
+            continue
+        for pooled, per in zip(report.pooled, report.per_dataset, strict=True):
+            for c in (pooled, *per):
+                console.print(
+                    f"{c.scope:>10}  {c.b} − {c.a}  {c.metric} {c.mean_b:.4f} − {c.mean_a:.4f} = "
+                    f"{c.delta:+.4f} [{c.ci95[0]:+.4f}, {c.ci95[1]:+.4f}]  p_rand={c.p_randomization:.4f} "
+                    f"p_t={c.p_ttest:.4f}  W/T/L {c.wins}/{c.ties}/{c.losses}"
+                )
+        if md_path is not None:
+            console.print(f"report: {md_path}")
+    if as_json:
+        _emit(objs[metrics[0]] if len(objs) == 1 else {"metrics": objs})
 
 
 @experiment_app.command("report")

@@ -182,14 +182,49 @@ def compare(
     metric: str = "ndcg@10",
     resamples: int = 10_000,
     seed: int = 0,
+    sample: int | None = None,
+    sample_seed: int = 0,
 ) -> ComparisonReport:
     """Evaluate every ranker on every collection once, then compare each to ``names[0]``."""
+    return compare_metrics(
+        names,
+        datasets,
+        settings=settings,
+        catalog=catalog,
+        metrics=(metric,),
+        resamples=resamples,
+        seed=seed,
+        sample=sample,
+        sample_seed=sample_seed,
+    )[0]
+
+
+def compare_metrics(
+    names: Sequence[str],
+    datasets: Sequence[Path],
+    *,
+    settings: Settings,
+    catalog: RankerCatalog | None = None,
+    metrics: Sequence[str] = ("ndcg@10",),
+    resamples: int = 10_000,
+    seed: int = 0,
+    sample: int | None = None,
+    sample_seed: int = 0,
+) -> list[ComparisonReport]:
+    """One report per metric from a single evaluation of every ranker on every collection.
+
+    ``sample``: each collection's seeded, kind-stratified query sample
+    (:func:`training.evaluate.stratified_sample`), the same queries for every ranker.
+    """
     if len(names) < 2 or len(set(names)) != len(names):
         raise ConfigError(
             f"compare needs a baseline and at least one other, distinct ranker; got {list(names)}."
         )
     if not datasets:
         raise ConfigError("compare needs at least one --dataset DIR.")
+    for metric in metrics:
+        if metric not in METRICS:
+            raise ConfigError(f"Unknown metric {metric!r}; expected one of: {', '.join(METRICS)}.")
     catalog = catalog or RankerCatalog.load(settings.experiments.rankers_file)
     configs = {n: catalog.check_runnable(n) for n in names}
     results: dict[str, list[EvalResult]] = {}
@@ -198,11 +233,25 @@ def compare(
         results[name] = []
         for ds in datasets:
             logger.info("evaluating %s on %s", cfg.key, ds)
-            r = evaluate(ds, cfg.ranker, settings=settings, options=cfg.options)
+            r = evaluate(
+                ds, cfg.ranker, settings=settings, options=cfg.options, sample=sample, sample_seed=sample_seed
+            )
             # Report under the requested name (a config may run a shared runner with other options).
             results[name].append(
                 EvalResult(r.dataset, name, r.queries, r.means, r.per_query, r.seconds, r.extra)
             )
+    versions = {n: f"{c.key} {c.digest}" for n, c in configs.items()}
+    return [_report(names, results, versions, metric, resamples, seed) for metric in metrics]
+
+
+def _report(
+    names: Sequence[str],
+    results: dict[str, list[EvalResult]],
+    versions: dict[str, str],
+    metric: str,
+    resamples: int,
+    seed: int,
+) -> ComparisonReport:
     base = names[0]
     pooled: list[PairedComparison] = []
     per: list[tuple[PairedComparison, ...]] = []
@@ -217,10 +266,10 @@ def compare(
     return ComparisonReport(
         a=base,
         metric=metric,
-        datasets=tuple(results[base][i].dataset for i in range(len(datasets))),
+        datasets=tuple(r.dataset for r in results[base]),
         pooled=tuple(pooled),
         per_dataset=tuple(per),
-        versions={n: f"{c.key} {c.digest}" for n, c in configs.items()},
+        versions=versions,
     )
 
 
