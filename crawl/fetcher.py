@@ -66,6 +66,9 @@ class FetchResult:
     """The decoded (decompressed) body, at most the size cap."""
     raw_bytes: int = 0
     """Bytes that came over the wire for the body (before Content-Encoding decoding)."""
+    wire_body: bytes = b""
+    """The body as it came over the wire (Content-Encoding as sent), at most the size cap:
+    what the WARC record keeps. The same object as ``body`` when nothing was encoded."""
     elapsed_s: float = 0.0
     redirect_to: str = ""
     """Canonical target of a cross-origin redirect, for the frontier; ``""`` otherwise."""
@@ -270,11 +273,13 @@ class Fetcher:
                 raise TooLarge(f"{current} declares {declared} bytes, over the {max_bytes}-byte cap")
             decoder = BodyDecoder(response.headers.get("content-encoding", ""), max_bytes=max_bytes)
             chunks: list[bytes] = []
+            wire: list[bytes] = []
             try:
                 async for raw in response.aiter_raw():
                     raw_size += len(raw)
                     if raw_size > max_bytes:
                         raise TooLarge(f"{current} sent more than the {max_bytes}-byte cap")
+                    wire.append(raw)
                     chunks.append(decoder.feed(raw))
                 chunks.append(decoder.finish())
             except (TooLarge, DecodedTooLarge) as exc:
@@ -292,6 +297,8 @@ class Fetcher:
             raise FetchError(current, f"read: {type(exc).__name__}", FetchFailure.READ) from exc
         finally:
             await response.aclose()
+        body = b"".join(chunks)
+        wire_body = b"".join(wire)
         response_headers: dict[str, str] = {}
         for name, value in response.headers.multi_items():
             key = name.lower()
@@ -301,8 +308,9 @@ class Fetcher:
             final_url=current,
             status=response.status_code,
             headers=response_headers,
-            body=b"".join(chunks),
+            body=body,
             raw_bytes=raw_size,
+            wire_body=body if wire_body == body else wire_body,
             redirects=hops,
             address=address,
             request_headers=headers,

@@ -100,7 +100,9 @@ class CrawlerParts:
             dedup = NearDupIndex(s.near_dup_max_distance)
             for url, text_hash, fingerprint in db.indexed_fingerprints():
                 dedup.add(url, text_hash, fingerprint)
-            warc = WarcSink(layout.warc_for(worker), max_file_bytes=s.warc_max_file_bytes)
+            warc = WarcSink(
+                layout.warc_for(worker), max_file_bytes=s.warc_max_file_bytes, history=layout.warc
+            )
             undo.callback(warc.close)
             guard = AddressGuard(
                 DnsCache(resolver),

@@ -11,8 +11,10 @@ change to extraction, dedup or document fields can be applied to an existing cra
 - :func:`replay` does the same for one URL's latest stored response and returns the
   document it yields, for comparison with the stored one (``trawl replay``).
 
-The stored records carry the decoded body (``crawl.warc``), which is what the parser
-saw, so a reprocess reproduces what the crawl would derive now.
+The stored records carry the body as it came over the wire; ``crawl.warc.read_responses``
+decodes it with the crawl's page cap, so the parser sees what it saw during the crawl
+and a reprocess reproduces what the crawl would derive now. Revisit records (a recrawl
+that found the same payload) add nothing: their payload is the original's.
 """
 
 from __future__ import annotations
@@ -20,10 +22,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
-from datetime import datetime
 from pathlib import Path
-
-from warcio.archiveiterator import ArchiveIterator
 
 from core.atomic import staging_dir
 from core.crawldir import CrawlDir
@@ -39,6 +38,7 @@ from crawl.extract import ParsedPage
 from crawl.parsing import PageJob, extract_page
 from crawl.state import CrawlDb
 from crawl.urls import canonicalize_url
+from crawl.warc import StoredResponse, read_responses
 
 logger = logging.getLogger(__name__)
 
@@ -53,18 +53,6 @@ __all__ = [
 ]
 
 _BATCH = 500
-
-
-@dataclass(frozen=True, slots=True)
-class StoredResponse:
-    """One response record of a crawl's WARC files."""
-
-    url: str
-    status: int
-    headers: dict[str, str]
-    """Names lower-cased."""
-    body: bytes
-    fetched_at: float
 
 
 @dataclass(frozen=True, slots=True)
@@ -88,20 +76,9 @@ class ReprocessSummary:
     outcomes: dict[str, int] = field(default_factory=dict)
 
 
-def stored_responses(data_dir: Path) -> Iterator[StoredResponse]:
-    """Every response record of ``DIR/warc`` (worker folders included), in writing order."""
-    for path in sorted(CrawlDir(data_dir).warc.rglob("*.warc.gz")):
-        with path.open("rb") as stream:
-            for record in ArchiveIterator(stream):
-                if record.rec_type != "response" or record.http_headers is None:
-                    continue
-                url = record.rec_headers.get_header("WARC-Target-URI") or ""
-                status = int(record.http_headers.get_statuscode() or 0)
-                headers = {k.lower(): v for k, v in record.http_headers.headers}
-                body = record.content_stream().read()
-                yield StoredResponse(
-                    url, status, headers, body, _warc_time(record.rec_headers.get_header("WARC-Date"))
-                )
+def stored_responses(data_dir: Path, *, max_bytes: int) -> Iterator[StoredResponse]:
+    """Every response record of ``DIR/warc`` (every worker's folder included), bodies decoded."""
+    return read_responses(CrawlDir(data_dir).warc, max_bytes=max_bytes)
 
 
 def derive(
@@ -169,7 +146,7 @@ def reprocess(data_dir: Path, settings: CrawlSettings) -> ReprocessSummary:
             docs, links = DocStore(docs_dir), LinkGraphStore(links_dir)
             batch_docs: list[Document] = []
             batch_edges: list[Edge] = []
-            for response in stored_responses(data_dir):
+            for response in stored_responses(data_dir, max_bytes=settings.max_page_bytes):
                 derived = derive(response, dedup, settings, known_url=lambda u: db.row(u) is not None)
                 summary.responses += 1
                 summary.outcomes[derived.outcome] = summary.outcomes.get(derived.outcome, 0) + 1
@@ -206,8 +183,9 @@ def replay(url: str, data_dir: Path, settings: CrawlSettings) -> tuple[Derived |
         raise ConfigError(f"{data_dir} is not a crawl data directory (no {layout.db.name} in it).")
     canonical = canonicalize_url(url)
     latest: StoredResponse | None = None
-    for response in stored_responses(data_dir):
-        if response.url == canonical:
+    # The latest by fetch time: worker folders are read one after another.
+    for response in stored_responses(data_dir, max_bytes=settings.max_page_bytes):
+        if response.url == canonical and (latest is None or response.fetched_at >= latest.fetched_at):
             latest = response
     stored = (
         DocStore(layout.docs).documents_by_url([canonical]).get(canonical) if layout.docs.exists() else None
@@ -225,12 +203,3 @@ def replay(url: str, data_dir: Path, settings: CrawlSettings) -> tuple[Derived |
     finally:
         db.close()
     return derived, stored
-
-
-def _warc_time(value: str | None) -> float:
-    if not value:
-        return 0.0
-    try:
-        return datetime.fromisoformat(value.replace("Z", "+00:00")).timestamp()
-    except ValueError:
-        return 0.0

@@ -1,47 +1,115 @@
-"""Raw responses to WARC files (ISO 28500) with warcio, gzip per record.
+"""Raw responses to WARC files (ISO 28500, WARC/1.1) with warcio, gzip per record.
 
 Per-record gzip lets a reader seek to any record (CDX indexes store offsets) and
 means a crash loses at most the record being written. A new file is started per
 process run and when a file passes ``max_file_bytes``, so a resumed crawl never
 appends to a file that may end in a torn record.
 
-httpx hands us the decoded body, so the stored HTTP headers drop
-``Content-Encoding``/``Transfer-Encoding`` and carry the decoded length: the record
-replays as what the parser saw (Heritrix keeps the wire bytes; reprocessing is what
-we need them for).
+What an archive needs, written per exchange:
+
+* a ``response`` record whose payload is the body as it came over the wire
+  (``Content-Encoding`` as sent, chunking undone, at most the page cap) with the
+  ``WARC-Payload-Digest`` of those bytes and the ``WARC-Block-Digest`` of the record;
+* a ``revisit`` record instead when the payload is one this URL already has in the
+  archive (profile ``identical-payload-digest``) or the server answered 304
+  (``server-not-modified``), with ``WARC-Refers-To-Target-URI``/``-Date``/``WARC-Refers-To``
+  naming the original response; the originals are found by reading the records
+  already under ``history`` (every worker's folder) the first time one is needed;
+* a ``request`` record beside it (``WARC-Concurrent-To``).
+
+Readers get decoded bodies from :func:`read_responses`, which undoes the
+Content-Encoding with the crawl's cap (``crawl.decoding``): warcio's own
+``content_stream`` would decode without a limit.
 """
 
 from __future__ import annotations
 
+import base64
+import hashlib
 import io
 import logging
 import os
 import queue
 import threading
 import time
+from collections.abc import Iterator
+from dataclasses import dataclass
+from datetime import datetime
 from http import HTTPStatus
 from pathlib import Path
 from types import TracebackType
 
+from warcio.archiveiterator import ArchiveIterator
+from warcio.exceptions import ArchiveLoadFailed
+from warcio.recordloader import ArcWarcRecord
 from warcio.statusandheaders import StatusAndHeaders
 from warcio.warcwriter import WARCWriter
 
+from crawl.decoding import BodyDecoder, DecodedTooLarge, DecodingFailed
 from crawl.fetcher import FetchResult
 
 logger = logging.getLogger(__name__)
 
-__all__ = ["WarcSink"]
+__all__ = [
+    "IDENTICAL_PAYLOAD",
+    "SERVER_NOT_MODIFIED",
+    "StoredResponse",
+    "WarcSink",
+    "payload_digest",
+    "read_responses",
+]
 
-_DROPPED_HEADERS = frozenset({"content-encoding", "transfer-encoding", "content-length"})
+IDENTICAL_PAYLOAD = "http://netpreserve.org/warc/1.1/revisit/identical-payload-digest"
+SERVER_NOT_MODIFIED = "http://netpreserve.org/warc/1.1/revisit/server-not-modified"
+
+_LENGTH_HEADERS = frozenset({"transfer-encoding", "content-length"})
+"""Re-stated for the stored payload: chunking is undone by the client, the length is ours."""
+_DECODED_HEADERS = _LENGTH_HEADERS | {"content-encoding"}
+_READ_STEP = 64 * 1024
+
+
+@dataclass(frozen=True, slots=True)
+class StoredResponse:
+    """One response record of a crawl's WARC files, its body decoded."""
+
+    url: str
+    status: int
+    headers: dict[str, str]
+    """Names lower-cased; ``content-encoding`` dropped (the body is decoded)."""
+    body: bytes
+    fetched_at: float
+
+
+@dataclass(frozen=True, slots=True)
+class _Original:
+    """What a revisit record names: the response that holds the payload."""
+
+    digest: str
+    date: str
+    record_id: str
+
+
+def payload_digest(payload: bytes) -> str:
+    """``sha1:BASE32`` as warcio (and Heritrix, and CDX files) write it."""
+    return "sha1:" + base64.b32encode(hashlib.sha1(payload).digest()).decode("ascii")
 
 
 class WarcSink:
     """Appends request/response record pairs to rolling ``*.warc.gz`` files in a folder."""
 
     def __init__(
-        self, folder: Path, *, max_file_bytes: int = 1 << 30, prefix: str = "trawl", background: bool = True
+        self,
+        folder: Path,
+        *,
+        max_file_bytes: int = 1 << 30,
+        prefix: str = "trawl",
+        background: bool = True,
+        history: Path | None = None,
     ) -> None:
+        """``history``: the folder (searched recursively) whose earlier records revisits may name."""
         self._folder = folder
+        self._history = history or folder
+        self._originals: dict[str, _Original] | None = None
         self._folder.mkdir(parents=True, exist_ok=True)
         self._max_file_bytes = max_file_bytes
         self._prefix = prefix
@@ -49,6 +117,7 @@ class WarcSink:
         self._file: io.BufferedWriter | None = None
         self._writer: WARCWriter | None = None
         self.records = 0
+        self.revisits = 0
         # Digests and gzip cost ~0.3 ms per exchange and release the GIL on big buffers:
         # a writer thread takes them off the event loop. ``flush`` waits for it.
         self._queue: queue.Queue[FetchResult | None] | None = (
@@ -85,7 +154,7 @@ class WarcSink:
         self._serial += 1
         path = self._folder / f"{self._prefix}-{stamp}-{os.getpid()}-{self._serial:05d}.warc.gz"
         self._file = open(path, "ab")
-        self._writer = WARCWriter(self._file, gzip=True)
+        self._writer = WARCWriter(self._file, gzip=True, warc_version="1.1")
         logger.info("Writing WARC records to %s", path)
         return self._writer
 
@@ -101,6 +170,8 @@ class WarcSink:
             self._write_locked(result)
 
     def _write_locked(self, result: FetchResult) -> None:
+        if self._originals is None:  # before this sink's own first file exists
+            self._originals = _load_originals(self._history)
         writer = self._open()
         target = result.final_url
         path = "/" + target.partition("://")[2].partition("/")[2]
@@ -110,19 +181,45 @@ class WarcSink:
             + [(k, v) for k, v in result.request_headers.items() if k.lower() != "host"],
             is_http_request=True,
         )
-        headers = [(k, v) for k, v in result.headers.items() if k not in _DROPPED_HEADERS]
-        headers.append(("Content-Length", str(len(result.body))))
+        # Results built without the wire bytes (tests, older callers) store the decoded body.
+        wire = bool(result.wire_body) or not result.body
+        payload = result.wire_body if wire else result.body
+        dropped = _LENGTH_HEADERS if wire else _DECODED_HEADERS
+        headers = [(k, v) for k, v in result.headers.items() if k not in dropped]
+        headers.append(("Content-Length", str(len(payload))))
         response_headers = StatusAndHeaders(
             f"{result.status} {_reason(result.status)}", headers, protocol=result.http_version
         )
         date = _warc_date(result.fetched_at)
-        response = writer.create_warc_record(
-            target,
-            "response",
-            payload=io.BytesIO(result.body),
-            http_headers=response_headers,
-            warc_headers_dict={"WARC-Date": date, "WARC-IP-Address": result.address},
-        )
+        digest = payload_digest(payload)
+        original = self._originals.get(target)
+        warc_headers = {"WARC-Date": date, "WARC-IP-Address": result.address}
+        if result.status == 304 or (original is not None and original.digest == digest):
+            profile = SERVER_NOT_MODIFIED if result.status == 304 else IDENTICAL_PAYLOAD
+            warc_headers["WARC-Profile"] = profile
+            if original is not None:
+                warc_headers |= {
+                    "WARC-Refers-To": original.record_id,
+                    "WARC-Refers-To-Target-URI": target,
+                    "WARC-Refers-To-Date": original.date,
+                    "WARC-Payload-Digest": original.digest,
+                }
+            elif profile == IDENTICAL_PAYLOAD:
+                warc_headers["WARC-Payload-Digest"] = digest
+            record = writer.create_warc_record(
+                target, "revisit", http_headers=response_headers, warc_headers_dict=warc_headers
+            )
+            self.revisits += 1
+        else:
+            record = writer.create_warc_record(
+                target,
+                "response",
+                payload=io.BytesIO(payload),
+                http_headers=response_headers,
+                warc_headers_dict=warc_headers | {"WARC-Payload-Digest": digest},
+            )
+            record_id = record.rec_headers.get_header("WARC-Record-ID")
+            self._originals[target] = _Original(digest, date, record_id)
         request = writer.create_warc_record(
             target,
             "request",
@@ -130,10 +227,10 @@ class WarcSink:
             http_headers=request_headers,
             warc_headers_dict={
                 "WARC-Date": date,
-                "WARC-Concurrent-To": response.rec_headers.get_header("WARC-Record-ID"),
+                "WARC-Concurrent-To": record.rec_headers.get_header("WARC-Record-ID"),
             },
         )
-        writer.write_record(response)
+        writer.write_record(record)
         writer.write_record(request)
         self.records += 2
 
@@ -167,6 +264,84 @@ class WarcSink:
         self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
     ) -> None:
         self.close()
+
+
+def _warc_files(folder: Path) -> list[Path]:
+    """Every WARC file under ``folder`` (worker folders included), in writing order per folder."""
+    return sorted(folder.rglob("*.warc.gz")) if folder.exists() else []
+
+
+def _records(path: Path) -> Iterator[ArcWarcRecord]:
+    """The records of one file; a torn last record (a crash mid-write) ends it with a warning."""
+    with path.open("rb") as stream:
+        try:
+            yield from ArchiveIterator(stream)
+        except (ArchiveLoadFailed, EOFError, OSError) as exc:
+            logger.warning("%s: stopped reading at a damaged record (%s)", path, exc)
+
+
+def _load_originals(folder: Path) -> dict[str, _Original]:
+    """The latest response record per URL under ``folder``: what a revisit refers to."""
+    originals: dict[str, _Original] = {}
+    for path in _warc_files(folder):
+        for record in _records(path):
+            if record.rec_type != "response":
+                continue
+            h = record.rec_headers
+            url, digest = h.get_header("WARC-Target-URI"), h.get_header("WARC-Payload-Digest")
+            if url and digest:
+                originals[url] = _Original(
+                    digest, h.get_header("WARC-Date") or "", h.get_header("WARC-Record-ID")
+                )
+    return originals
+
+
+def read_responses(folder: Path, *, max_bytes: int) -> Iterator[StoredResponse]:
+    """Every response record under ``folder`` (worker folders included), bodies decoded.
+
+    Files are read by name, records in order. The payload is undone from its
+    Content-Encoding with the crawl's page cap; a record that fails to decode, or
+    decodes past the cap, is skipped with a warning (the crawl would not have kept it).
+    """
+    for path in _warc_files(folder):
+        for record in _records(path):
+            if record.rec_type != "response" or record.http_headers is None:
+                continue
+            url = record.rec_headers.get_header("WARC-Target-URI") or ""
+            headers = {k.lower(): v for k, v in record.http_headers.headers}
+            try:
+                body = _decoded(record, headers.pop("content-encoding", ""), max_bytes)
+            except (DecodingFailed, DecodedTooLarge) as exc:
+                logger.warning("%s: skipped the stored response of %s (%s)", path, url, exc)
+                continue
+            headers.pop("content-length", None)
+            status = int(record.http_headers.get_statuscode() or 0)
+            yield StoredResponse(
+                url, status, headers, body, _warc_time(record.rec_headers.get_header("WARC-Date"))
+            )
+
+
+def _decoded(record: ArcWarcRecord, content_encoding: str, max_bytes: int) -> bytes:
+    """The record's payload with its Content-Encoding undone, reading at most ``max_bytes`` raw."""
+    decoder = BodyDecoder(content_encoding, max_bytes=max_bytes)
+    out: list[bytes] = []
+    read = 0
+    while piece := record.raw_stream.read(_READ_STEP):
+        read += len(piece)
+        if read > max_bytes:
+            raise DecodedTooLarge(f"the stored payload passes the {max_bytes}-byte cap")
+        out.append(decoder.feed(piece))
+    out.append(decoder.finish())
+    return b"".join(out)
+
+
+def _warc_time(value: str | None) -> float:
+    if not value:
+        return 0.0
+    try:
+        return datetime.fromisoformat(value.replace("Z", "+00:00")).timestamp()
+    except ValueError:
+        return 0.0
 
 
 def _warc_date(timestamp: float) -> str:
