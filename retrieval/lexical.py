@@ -589,6 +589,11 @@ class LexicalShard:
             return None
         return _doc_id(self._searcher.fast_field_values("doc_id", [result.hits[0][1]])[0])
 
+    def any_stored(self) -> StoredDoc | None:
+        """One stored document, the cheapest to find (an example of what the shard holds)."""
+        result = self._searcher.search(tantivy.Query.all_query(), limit=1, count=False)
+        return self.stored_at(result.hits[0][1]) if result.hits else None
+
     def iter_stored(self) -> Iterator[StoredDoc]:
         """Every stored document (for embedding backfills and feature jobs)."""
         result = self._searcher.search(tantivy.Query.all_query(), limit=max(1, self.num_docs), count=False)

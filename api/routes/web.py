@@ -66,7 +66,7 @@ def _example_host(service: SearchService) -> str:
         host = ""
         for replicas in generation.broker.shards:
             local = next((r for r in replicas if isinstance(r, LocalShard)), None)
-            first = next(local.lexical.iter_stored(), None) if local is not None else None
+            first = local.lexical.any_stored() if local is not None else None
             if first is not None and _safe_href(first.url):
                 host = urlsplit(first.url).netloc.lower().removeprefix("www.")
                 break
