@@ -17,6 +17,9 @@ seam), so the layout lives below all of them. No other module spells these names
       warc/               raw responses, WARC files (crawl.warc)
         <worker>/         one fleet worker's WARC files
       pagerank.parquet    PageRank per canonical URL (written by training.linkgraph)
+      deletions/          removal tombstones, docstore-format segments (core.deletions)
+        <worker>/         one fleet worker's (or the operator's) tombstones
+      blocklist.json      operator block rules: hosts and URL patterns (core.blocklist)
 """
 
 from __future__ import annotations
@@ -69,6 +72,16 @@ class CrawlDir:
     def pagerank(self) -> Path:
         """PageRank per canonical URL, input to index build."""
         return self.root / "pagerank.parquet"
+
+    @property
+    def deletions(self) -> Path:
+        """Removal tombstones (pages gone, noindex, disallowed, canonicalised, blocked)."""
+        return self.root / "deletions"
+
+    @property
+    def blocklist(self) -> Path:
+        """Operator block rules."""
+        return self.root / "blocklist.json"
 
     def warc_for(self, worker: str | None) -> Path:
         """A worker's WARC folder (``warc/`` itself for a one-process crawl)."""

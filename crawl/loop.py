@@ -39,11 +39,13 @@ from pathlib import Path
 
 import httpx
 
+from core.blocklist import BlockList
 from core.crawldir import CrawlDir
+from core.deletions import DeletionLog, Removal
 from core.errors import CrawlError, FetchError, OutOfScope, RobotsDenied, TooLarge
 from core.linkgraph import Edge
 from core.settings import CrawlSettings
-from core.types import Document
+from core.types import Document, doc_id_for
 from crawl.dedup import fingerprints
 from crawl.documents import page_document
 from crawl.extract import ParsedPage
@@ -81,6 +83,32 @@ def _retry_after_s(value: str, now: float) -> float | None:
         return max(0.0, parsedate_to_datetime(value).timestamp() - now)
     except (TypeError, ValueError):
         return None
+
+
+_REMOVING = frozenset(
+    {
+        Outcome.HTTP,
+        Outcome.NOINDEX,
+        Outcome.CANONICALIZED,
+        Outcome.DUPLICATE,
+        Outcome.REDIRECT,
+        Outcome.BLOCKED,
+        Outcome.NOT_HTML,
+    }
+)
+
+
+def removal_reason(lease: Lease, update: UrlUpdate) -> str:
+    """Why a page fetched before must leave the index now (``""``: it need not).
+
+    Only a page with an earlier fetch can have a document to remove; transient
+    failures (5xx, timeouts, retries) remove nothing.
+    """
+    if not lease.fetch_count or update.outcome not in _REMOVING:
+        return ""
+    if update.outcome == Outcome.HTTP and (update.http_status or 0) < 400:
+        return ""
+    return update.outcome_key
 
 
 def _error_kind(exc: CrawlError) -> str:
@@ -189,6 +217,9 @@ class _CrawlRun:
         )
         self._docs: list[Document] = []
         self._edges: list[Edge] = []
+        self._removals: list[Removal] = []
+        self._deletions = DeletionLog(parts.layout.deletions, worker=parts.docstore.worker)
+        self._blocklist = BlockList(parts.layout.blocklist)
         # One thread, so batches are written one at a time and in the order they were taken.
         self._writer = ThreadPoolExecutor(max_workers=1, thread_name_prefix="crawl-flush")
         self._flushes_in_flight = 0
@@ -231,8 +262,11 @@ class _CrawlRun:
         """
         docs, self._docs = self._docs, []
         edges, self._edges = self._edges, []
+        removals, self._removals = self._removals, []
         batch = self._frontier.take_batch()
-        writing = asyncio.get_running_loop().run_in_executor(self._writer, self._store, docs, edges, batch)
+        writing = asyncio.get_running_loop().run_in_executor(
+            self._writer, self._store, docs, edges, batch, removals
+        )
         self._flushes_in_flight += 1
         writing.add_done_callback(lambda _: self._flush_done(batch, writing))
         await asyncio.shield(writing)
@@ -242,7 +276,9 @@ class _CrawlRun:
         if batch is not None and not writing.cancelled() and writing.exception() is None:
             self._frontier.batch_committed(batch)
 
-    def _store(self, docs: list[Document], edges: list[Edge], batch: Batch | None) -> None:
+    def _store(
+        self, docs: list[Document], edges: list[Edge], batch: Batch | None, removals: Sequence[Removal] = ()
+    ) -> None:
         """On the writer thread: documents, edges and WARC records first, then the acknowledgements.
 
         After one failed write every later one fails too: a batch whose predecessor was
@@ -255,6 +291,8 @@ class _CrawlRun:
                 self.parts.docstore.append(docs)
             if edges:
                 self.parts.links.append(edges)
+            if removals:
+                self._deletions.record(removals)
             self.parts.warc.flush()
             if batch is not None:
                 self._frontier.write_batch(batch)
@@ -336,6 +374,9 @@ class _CrawlRun:
 
     def _finish(self, lease: Lease, update: UrlUpdate, feedback: Feedback) -> None:
         self.stats.outcomes[update.outcome_key] += 1
+        reason = removal_reason(lease, update)
+        if reason:
+            self._removals.append(Removal(doc_id_for(lease.url), lease.url, reason, time.time()))
         self._frontier.finish(lease, update, feedback)
 
     def _retry_or_fail(
@@ -359,6 +400,17 @@ class _CrawlRun:
     async def _handle(self, lease: Lease) -> None:
         url = lease.url
         host = lease.host
+        rule = self._blocklist.match(url)
+        if rule is not None:
+            self._finish(
+                lease,
+                UrlUpdate(
+                    url, UrlStatus.BLOCKED, Outcome.BLOCKED, detail="block list",
+                    blocked_reason=f"blocked by the operator ({rule.kind} {rule.value}): {rule.reason}",
+                ),
+                Feedback(requested=False),
+            )  # fmt: skip
+            return
         try:
             await self._guard.checked_address(host.rsplit(":", 1)[0] if not host.endswith("]") else host)
         except OutOfScope as exc:

@@ -14,7 +14,8 @@ from typing import Any
 
 from core.atomic import staging_dir
 from core.types import Document
-from retrieval.layout import lexical_dir, vocabulary_file
+from retrieval.layout import lexical_dir, shard_lengths, vocabulary_file
+from retrieval.lengths import ShardLengths
 from retrieval.lexical import LexicalShardWriter
 from retrieval.manifest import IndexManifest
 from retrieval.stats import plan_ballast
@@ -39,9 +40,14 @@ def build_index(
     with staging_dir(Path(out)) as tmp:
         vocabulary = VocabularyCounter()
         writers = [LexicalShardWriter(lexical_dir(tmp, i), vocabulary=vocabulary) for i in range(shards)]
+        lengths: list[list[tuple[int, dict[str, int]]]] = [[] for _ in range(shards)]
         count = 0
         for doc in docs:
-            writers[shard_of(int(doc.doc_id), shards)].add(doc)
+            shard = shard_of(int(doc.doc_id), shards)
+            before = dict(writers[shard].field_tokens)
+            writers[shard].add(doc)
+            after = writers[shard].field_tokens
+            lengths[shard].append((int(doc.doc_id), {f: after[f] - before[f] for f in after}))
             count += 1
             if on_progress is not None and count % 500 == 0:
                 on_progress(count)
@@ -50,6 +56,11 @@ def build_index(
             if n_ballast:
                 writer.add_ballast(n_ballast, tokens)
             writer.commit()
+        for i, rows in enumerate(lengths):
+            # Kept so the shard can be updated in place later (retrieval.incremental).
+            table = ShardLengths(shard_lengths(tmp, i))
+            table.apply(rows)
+            table.close()
         vocabulary.write(vocabulary_file(tmp))
         IndexManifest.write(tmp, shards=shards, docs=count, source=source, extra=extra)
     return IndexManifest.load(out)

@@ -14,6 +14,7 @@ from pathlib import Path
 import polars as pl
 
 from core.crawldir import CrawlDir
+from core.deletions import DeletionLog, is_removed
 from core.docstore import DocStore
 from core.errors import ConfigError
 from core.linkgraph import LinkGraphStore, anchors_by_target
@@ -34,7 +35,10 @@ def crawled_documents(data_dir: Path) -> Iterator[Document]:
     if layout.links.exists():
         anchors = anchors_by_target(LinkGraphStore(layout.links).read_edges())
     suffixes = title_suffixes_by_host(store)
+    removed = DeletionLog(layout.deletions).latest()
     for doc in store.iter_documents():
+        if is_removed(doc, removed.get(doc.doc_id)):
+            continue  # gone, noindex, disallowed, canonicalised or blocked since (core.deletions)
         updates: dict[str, object] = {}
         suffix = suffixes.get(doc.host, "")
         if suffix and doc.title.endswith(suffix):

@@ -118,6 +118,8 @@ class GenerationSet:
         self._open[first.id] = first
         self._current = first
         self._pointer = self._read_pointer()
+        self._stamps: dict[str, tuple[int, int] | None] = {first.id: _update_stamp(first.path)}
+        """Per open generation, the in-place update stamp it was opened at."""
 
     @property
     def current(self) -> Generation:
@@ -133,8 +135,27 @@ class GenerationSet:
     def get(self, generation: str) -> Generation | None:
         return self._open.get(generation)
 
+    def _reload_if_updated(self) -> None:
+        """Reopen the serving generation when the incremental indexer committed to it.
+
+        A fresh ``Generation`` replaces the open one, so a search already running keeps
+        the searchers (and document addresses) it started with.
+        """
+        current = self._current
+        stamp = _update_stamp(current.path)
+        if stamp == self._stamps.get(current.id):
+            return
+        reopened = self._opener(current.path)
+        with self._lock:
+            if self._current is not current:
+                return
+            self._open[current.id] = reopened
+            self._current = reopened
+            self._stamps[current.id] = stamp
+
     def refresh(self) -> bool:
         """Switch to the published generation if it changed; True when it did."""
+        self._reload_if_updated()
         pointer = self._read_pointer()
         if pointer is None or pointer == self._pointer:
             return False
@@ -151,6 +172,7 @@ class GenerationSet:
                 if self._warm is not None:
                     self._warm(generation)
                 self._open[wanted] = generation
+                self._stamps[wanted] = _update_stamp(generation.path)
             self._open.move_to_end(wanted)
             self._current = generation
             self._pointer = pointer
@@ -166,3 +188,11 @@ class GenerationSet:
     def close(self) -> None:
         for generation in self._open.values():
             generation.close()
+
+
+def _update_stamp(path: Path) -> tuple[int, int] | None:
+    try:
+        stat = layout.update_stamp(path).stat()
+    except FileNotFoundError:
+        return None
+    return (stat.st_mtime_ns, stat.st_size)

@@ -270,16 +270,21 @@ class LexicalShardWriter:
         """Index ``doc`` in place of any earlier version; returns its tokens per text field."""
         before = dict(self.field_tokens)
         tdoc, _ = self._document(doc)
-        self._writer.delete_documents_by_term("doc_id", int(doc.doc_id))
+        self.delete(int(doc.doc_id))
         self._writer.add_document(tdoc)
         return {name: self.field_tokens[name] - before[name] for name in TEXT_FIELDS}
 
     def delete(self, doc_id: int) -> None:
-        self._writer.delete_documents_by_term("doc_id", int(doc_id))
+        # By query, not by term: a term built from a Python int is signed and misses the u64 field.
+        self._writer.delete_documents_by_query(
+            tantivy.Query.term_query(self._index.schema, "doc_id", int(doc_id))
+        )
 
     def drop_ballast(self) -> None:
         """Delete every ballast document (a new plan is added after updates)."""
-        self._writer.delete_documents_by_term("kind", "ballast")
+        self._writer.delete_documents_by_query(
+            tantivy.Query.term_query(self._index.schema, "kind", "ballast")
+        )
 
     def commit_update(self, *, docs: int, nonempty_fields: Mapping[str, int]) -> None:
         """Commit in-place updates; the shard manifest gets the new real-document counts."""
