@@ -68,6 +68,7 @@ class PgFrontier:
         backoff_base_s: float = 2.0,
         max_backoff_s: float = 600.0,
         lease_s: float = 300.0,
+        max_retries: int = 3,
         count_existing_pages: bool = True,
     ) -> None:
         self._db = db
@@ -77,6 +78,7 @@ class PgFrontier:
         self._max_pages = max_pages
         self._max_pages_per_host = max_pages_per_host
         self._lease_s = lease_s
+        self._max_retries = max_retries
         self._in_flight: dict[str, Lease] = {}
         self._host_state: dict[str, tuple[float, int]] = {}
         """host → (backoff, errors) as read when it was leased."""
@@ -92,7 +94,7 @@ class PgFrontier:
         self._last_reap = 0.0
         self._last_heartbeat = 0.0
         self.fetched = 0
-        released = db.release_leases(self.worker_id)
+        released = db.release_leases(self.worker_id, max_retries=max_retries)
         if released:
             logger.info("Returned %d URLs this worker held before it restarted to pending", released)
         self._admitted = db.admitted_pages_by_host()
@@ -119,6 +121,7 @@ class PgFrontier:
             backoff_base_s=s.backoff_base_s,
             max_backoff_s=s.max_backoff_s,
             lease_s=s.lease_s,
+            max_retries=s.max_retries,
             count_existing_pages=count_existing_pages,
         )
 
@@ -174,7 +177,7 @@ class PgFrontier:
                 if lease.expires_at <= now:
                     logger.warning("Lease on %s expired; returning it to pending", url)
                     self._end_lease(lease)
-            self._db.reap_expired(now)
+            self._db.reap_expired(now, max_retries=self._max_retries)
         if now - self._last_heartbeat >= _HEARTBEAT_EVERY_S:
             self._last_heartbeat = now
             self.heartbeat(now)

@@ -421,9 +421,14 @@ class PgCrawlDb:
                 (until, urls, owner),
             )
 
-    def reap_expired(self, now: float) -> list[str]:
-        """Return URLs whose lease ran out to pending (one more attempt) and free expired hosts."""
+    def reap_expired(self, now: float, *, max_retries: int | None = None) -> list[str]:
+        """Return URLs whose lease ran out to pending (one more attempt) and free expired hosts.
+
+        With ``max_retries``, a URL that has used them up ends ``failed`` instead (a URL
+        that hangs or kills its worker every time must not come back for ever).
+        """
         with self._lock, self._conn.transaction():
+            failed = self._fail_used_up("lease_until < %s", (now,), max_retries)
             rows = self._conn.execute(
                 "UPDATE urls SET status = 'pending', lease_until = NULL, lease_owner = '', "
                 "retries = retries + 1, outcome = 'lease expired' "
@@ -437,6 +442,19 @@ class PgCrawlDb:
             )
         if rows:
             logger.warning("Returned %d URLs whose lease expired to pending", len(rows))
+        return [r["url"] for r in rows] + failed
+
+    def _fail_used_up(self, where: str, params: tuple[Any, ...], max_retries: int | None) -> list[str]:
+        """Inside a transaction: leased URLs matching ``where`` with no retries left → failed."""
+        if max_retries is None:
+            return []
+        rows = self._conn.execute(
+            "UPDATE urls SET status = 'failed', lease_until = NULL, lease_owner = '', "
+            f"outcome = 'lease expired' WHERE status = 'leased' AND retries >= %s AND {where} RETURNING url",
+            (max_retries, *params),
+        ).fetchall()
+        if rows:
+            logger.warning("%d URLs whose leases ran out used up their retries: marked failed", len(rows))
         return [r["url"] for r in rows]
 
     def heartbeat(self, owner: str, now: float, counters: dict[str, Any]) -> None:
@@ -466,21 +484,25 @@ class PgCrawlDb:
                 },
             )
 
-    def release_leases(self, owner: str | None = None) -> int:
+    def release_leases(self, owner: str | None = None, *, max_retries: int | None = None) -> int:
         """Return the URLs (and hosts) leased by ``owner`` — every worker when None — to pending.
 
         A worker restarting under its own id takes back what it held; the leases of
-        other live workers are theirs until they expire.
+        other live workers are theirs until they expire. Each released URL counts as an
+        attempt (the process holding it died: a poison URL must not be fetched again on
+        every restart), and with ``max_retries`` one that has used them up ends ``failed``.
         """
-        where, params = ("AND lease_owner = %s", (owner,)) if owner is not None else ("", ())
+        where, params = ("lease_owner = %s", (owner,)) if owner is not None else ("TRUE", ())
         with self._lock, self._conn.transaction():
+            self._fail_used_up(where, params, max_retries)
             cursor = self._conn.execute(
-                f"UPDATE urls SET status = 'pending', lease_until = NULL, lease_owner = '' "
-                f"WHERE status = 'leased' {where}",
+                "UPDATE urls SET status = 'pending', lease_until = NULL, lease_owner = '', "
+                f"retries = retries + 1, outcome = 'lease expired' WHERE status = 'leased' AND {where}",
                 params,
             )
             self._conn.execute(
-                f"UPDATE hosts SET lease_owner = '', lease_until = 0 WHERE lease_owner != '' {where}", params
+                f"UPDATE hosts SET lease_owner = '', lease_until = 0 WHERE lease_owner != '' AND {where}",
+                params,
             )
         return cursor.rowcount
 

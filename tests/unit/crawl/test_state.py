@@ -65,3 +65,28 @@ def test_host_health_reads_the_activity_of_each_host(tmp_path: Path, crawl_store
     assert (a.errors, a.backoff_s, a.fetches, a.mean_response_ms) == (3, 2.0, 5, 140.0)
     assert 4.0 < a.next_allowed_in_s <= 5.0
     assert (b.host, b.blocked, b.pending, b.fetches) == ("b", 1, 0, 0)
+
+
+def test_released_leases_count_an_attempt_and_fail_when_used_up(crawl_store: Callable[[], Any]) -> None:
+    """A crawl that died holding a lease spent an attempt; a URL out of retries ends failed."""
+    now = time.time()
+    db = crawl_store()
+    try:
+        urls = [f"http://p/{name}" for name in ("fresh", "spent", "expired", "expired-spent")]
+        db.apply(inserts=[NewUrl(u, "p", 0, 1.0) for u in urls], leases=[], updates=[], hosts=[], now=now)
+        spent = [UrlUpdate(u, UrlStatus.PENDING, Outcome.ERROR, retries=2) for u in urls[1::2]]
+        db.apply(inserts=[], leases=[], updates=spent, hosts=[], now=now)
+        db.apply(inserts=[], leases=[(u, now + 60) for u in urls[:2]], updates=[], hosts=[], now=now)
+        assert db.release_leases(max_retries=2) == 1
+        fresh, used_up = db.row(urls[0]), db.row(urls[1])
+        assert (fresh["status"], fresh["retries"], fresh["outcome"]) == ("pending", 1, "lease expired")
+        assert (used_up["status"], used_up["outcome"]) == ("failed", "lease expired")
+        if crawl_store.frontier_url:  # type: ignore[attr-defined]
+            # Shared leases run out in the database: reaping follows the same rule.
+            db.apply(inserts=[], leases=[(u, now - 1) for u in urls[2:]], updates=[], hosts=[], now=now)
+            assert sorted(db.reap_expired(now, max_retries=2)) == sorted(urls[2:])
+            expired, expired_spent = db.row(urls[2]), db.row(urls[3])
+            assert (expired["status"], expired["retries"]) == ("pending", 1)
+            assert (expired_spent["status"], expired_spent["outcome"]) == ("failed", "lease expired")
+    finally:
+        db.close()
