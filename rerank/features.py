@@ -273,13 +273,17 @@ def prf_from_terms(
     n = len(shard.doc_ids)
     if n < 2:
         return [np.full(n, np.nan) for _ in tops]
-    hashes, columns = np.unique(shard.term_hash, return_inverse=True)
+    # Columns numbered by first appearance, as prf_similarity numbers its vocabulary.
+    hashes, first, inverse = np.unique(shard.term_hash, return_index=True, return_inverse=True)
+    rank = np.empty(len(hashes), dtype=np.int64)
+    rank[np.argsort(first, kind="stable")] = np.arange(len(hashes))
+    columns = rank[inverse.ravel()]
     indptr = np.searchsorted(shard.term_row, np.arange(n + 1), side="left").astype(np.int64)
     return _prf(
         n,
         list(range(n)),
         indptr,
-        columns.astype(np.int64).ravel(),
+        columns,
         shard.term_tf.astype(np.float64),
         len(hashes),
         first_stage,

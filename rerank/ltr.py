@@ -162,10 +162,17 @@ class LtrStage:
     ) -> RankOutput:
         if not candidates:
             return RankOutput([])
-        docs = context.fetch(candidates)
         now_s = self.clock()
+        shard = context.features.select([c.doc_id for c in candidates]) if context.features else None
+        # Without shard features (an index built before the forward index) the stored
+        # documents are fetched and the same features computed from their text.
+        docs = context.fetch(candidates) if shard is None else {}
         matrix = compute_features(
-            query, candidates, docs, context=FeatureContext(now_s=now_s, user_lang=self.user_lang)
+            query,
+            candidates,
+            docs,
+            context=FeatureContext(now_s=now_s, user_lang=self.user_lang),
+            shard=shard,
         )
         scores = self.model.score(matrix.values)
         order = sorted(range(len(candidates)), key=lambda i: (-scores[i], matrix.doc_ids[i]))

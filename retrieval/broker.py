@@ -26,6 +26,7 @@ from numpy.typing import NDArray
 
 from core.errors import ShardUnavailable
 from core.types import DocId, Query
+from retrieval.forward import QueryTerms, ShardFeatures, shard_features
 from retrieval.hybrid import Candidate, merge_shards, shard_candidates
 from retrieval.lexical import LexicalShard, StoredDoc
 from retrieval.stats import CorpusStats
@@ -51,6 +52,8 @@ class ShardReply:
     candidates: tuple[Candidate, ...]
     lexical_total: int
     has_vectors: bool
+    features: ShardFeatures | None = None
+    """Per-candidate features from the shard's forward index, when the request wanted fields."""
 
 
 class ShardBackend(Protocol):
@@ -113,8 +116,18 @@ class LocalShard:
             stats=request.stats,
             totals=total_holder,
         )
+        forward = self.lexical.forward
+        features = None
+        if request.with_fields and forward is not None:
+            # Learned stages ask for fields; their text features are computed here, where
+            # the documents live, so shard processes compute them in parallel.
+            features = shard_features(forward, QueryTerms.of(request.query), [c.doc_id for c in candidates])
         return ShardReply(
-            self.shard_id, tuple(candidates), total_holder[0] if total_holder else 0, self.vector is not None
+            self.shard_id,
+            tuple(candidates),
+            total_holder[0] if total_holder else 0,
+            self.vector is not None,
+            features,
         )
 
     def fetch(self, doc_ids: Sequence[DocId], *, timeout_s: float | None = None) -> dict[DocId, StoredDoc]:
@@ -152,6 +165,8 @@ class Gathered:
     missing_vector: tuple[int, ...]
     hedged: tuple[int, ...] = ()
     timings_ms: dict[str, float] = field(default_factory=dict)
+    features: ShardFeatures | None = None
+    """Shard-computed features of the candidates (None unless every shard sent them)."""
 
     @property
     def partial(self) -> bool:
@@ -275,9 +290,12 @@ class Broker:
             timeout = min(remaining, max(0.0, next_hedge - now))
             done, _ = wait(list(pending), timeout=timeout, return_when=FIRST_COMPLETED)
             for future in done:
-                shard_no = pending.pop(future)
-                if shard_no in results:
+                # A replica's answer already dropped its twin from ``pending`` when both
+                # finished within the same wait.
+                popped = pending.pop(future, None)
+                if popped is None or popped in results:
                     continue
+                shard_no = popped
                 try:
                     results[shard_no] = future.result()
                 except Exception as exc:  # noqa: BLE001 - reported as a missing shard
@@ -370,6 +388,10 @@ class Broker:
             i for i, r in enumerate(replies) if want_vectors and (r is None or not r.has_vectors)
         )
         ok = [r for r in replies if r is not None]
+        parts = [r.features for r in ok]
+        features = ShardFeatures.merge([p for p in parts if p is not None]) if ok else None
+        if any(p is None for p in parts):
+            features = None
         return Gathered(
             candidates=merge_shards(
                 [r.candidates for r in ok],
@@ -385,6 +407,7 @@ class Broker:
                 "stats": (after_stats - started) * 1000,
                 "shards": (time.perf_counter() - after_stats) * 1000,
             },
+            features=features,
         )
 
     def fetch(

@@ -439,9 +439,13 @@ def shard_features(forward: ForwardIndex, terms: QueryTerms, doc_ids: Sequence[D
     # read as the average page rather than the worst.
     out[:, _COL["pagerank"]] = np.where(pagerank > 0, pagerank, 1.0)
     out[:, _COL["dup_cluster_size"]] = forward.static("dup_cluster_size", rows)
-    # Term vectors for PRF: distinct (candidate, term) pairs of title + body prefix.
+    # Term vectors for PRF: distinct (candidate, term) pairs of title + body prefix, in
+    # order of first occurrence (the order the stored-text path counts them in, so the
+    # broker's sums run in the same order and give the same bits).
     width = max(len(forward.terms), 1)
-    keys, counts = np.unique(seg * width + text, return_counts=True)
+    keys, first, counts = np.unique(seg * width + text, return_index=True, return_counts=True)
+    by_first = np.argsort(first, kind="stable")
+    keys, counts = keys[by_first], counts[by_first]
     term_row = keys // width
     local = keys % width
     langs = forward.static("lang", rows)

@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 from core.types import DocId, Query, ScoredDoc
+from retrieval.forward import ShardFeatures
 from retrieval.hybrid import Candidate, convex, rrf
 from retrieval.lexical import StoredDoc
 
@@ -25,6 +26,8 @@ class RankContext:
 
     fetch: DocFetcher
     generation: str = ""
+    features: ShardFeatures | None = None
+    """Features the shards computed for the gathered candidates (learned stages read them)."""
 
 
 @dataclass(frozen=True, slots=True)

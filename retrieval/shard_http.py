@@ -26,6 +26,7 @@ from core.settings import SearchSettings
 from core.types import DocId, Query
 from retrieval import layout
 from retrieval.broker import LocalShard, ShardReply, ShardRequest
+from retrieval.forward import ShardFeatures
 from retrieval.generation import open_vectors
 from retrieval.hybrid import Candidate
 from retrieval.lexical import FieldBoosts, LexicalShard, StoredDoc
@@ -204,6 +205,7 @@ def create_shard_app(
             "lexical_total": reply.lexical_total,
             "has_vectors": reply.has_vectors,
             "generation": holder.generation,
+            "features": reply.features.to_wire() if reply.features is not None else None,
         }
 
     @app.post("/shard/fetch")
@@ -275,6 +277,7 @@ class HttpShard:
             tuple(candidate_from_wire(c) for c in data["candidates"]),
             int(data["lexical_total"]),
             bool(data["has_vectors"]),
+            ShardFeatures.from_wire(data["features"]) if data.get("features") else None,
         )
 
     def fetch(self, doc_ids: Sequence[DocId], *, timeout_s: float | None = None) -> dict[DocId, StoredDoc]:

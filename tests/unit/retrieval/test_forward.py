@@ -38,8 +38,12 @@ def _corpus() -> list:
                 " ".join(rng.choice(WORDS) for _ in range(rng.randint(0, 6))),
                 body,
                 lang=rng.choice(["en", "en-GB", "de", ""]),
-                headings=tuple(" ".join(rng.choice(WORDS) for _ in range(5)) for _ in range(rng.randint(0, 200))),
-                anchors=tuple(" ".join(rng.choice(WORDS) for _ in range(3)) for _ in range(rng.randint(0, 80))),
+                headings=tuple(
+                    " ".join(rng.choice(WORDS) for _ in range(5)) for _ in range(rng.randint(0, 200))
+                ),
+                anchors=tuple(
+                    " ".join(rng.choice(WORDS) for _ in range(3)) for _ in range(rng.randint(0, 80))
+                ),
                 fetched_at=NOW - 86_400.0 * i if i % 3 else None,
                 dup_cluster_size=1 + i % 4,
             )
@@ -127,7 +131,10 @@ def test_selecting_and_merging_keeps_rows_with_their_documents(shard: LexicalSha
     assert shard.forward is not None
     whole = shard_features(shard.forward, _terms(query), ids)
     halves = ShardFeatures.merge(
-        [shard_features(shard.forward, _terms(query), ids[:10]), shard_features(shard.forward, _terms(query), ids[10:])]
+        [
+            shard_features(shard.forward, _terms(query), ids[:10]),
+            shard_features(shard.forward, _terms(query), ids[10:]),
+        ]
     )
     picked = list(reversed(ids[::2]))
     a, b = whole.select(picked), halves.select(picked)
