@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
+from functools import partial
 from pathlib import Path
 from typing import Annotated
 
@@ -21,6 +22,8 @@ from rich.progress import (
 )
 from rich.text import Text
 
+from cli.engine import EngineOption, RayAddressOption, crawl_documents, job_engine
+from core.jobs import JobEngine
 from core.settings import Settings
 
 console = Console(stderr=True)
@@ -86,6 +89,8 @@ def embed_command(
     chunk_docs: Annotated[
         int | None, typer.Option("--chunk-docs", min=1, help="Documents per committed segment.")
     ] = None,
+    engine: EngineOption = None,
+    ray_address: RayAddressOption = None,
 ) -> None:
     """Give every indexed passage a vector for the current embedding model (resumable).
 
@@ -97,19 +102,38 @@ def embed_command(
     `trawl index --data` does), embeds it and publishes it only once it has vectors,
     so the serving generation never loses its vector search.
 
+    With --engine ray the passages to encode stream through Ray Data to a pool of encoder
+    actors (one per CPU of the cluster; the same encoder, so the same vectors), and this
+    process writes them to the same store, just as resumably.
+
     Example: trawl embed --index data/index
+    Example: trawl embed --index data/index --engine ray --ray-address auto
     Example: trawl embed --data data/demo/crawl --index data/demo/index
     Then: trawl embed gc --index data/demo/index
     """
     if ctx.invoked_subcommand is not None:
         return
+    if sum(x is not None for x in (index, beir)) != 1:
+        raise typer.BadParameter("give exactly one of --index DIR or --beir DIR (with --data: --index ROOT)")
+    settings = Settings()
+    job = job_engine(settings, engine, ray_address)
+    with job.session():
+        _embed(settings, job, index, beir, data, shards, chunk_docs)
+
+
+def _embed(
+    settings: Settings,
+    job: JobEngine,
+    index: Path | None,
+    beir: Path | None,
+    data: Path | None,
+    shards: int,
+    chunk_docs: int | None,
+) -> None:
     from retrieval.backfill import backfill_index, collect_garbage
     from retrieval.embed import Embedder
     from retrieval.manifest import IndexRoot, resolve_index
 
-    if sum(x is not None for x in (index, beir)) != 1:
-        raise typer.BadParameter("give exactly one of --index DIR or --beir DIR (with --data: --index ROOT)")
-    settings = Settings()
     root: IndexRoot | None = None
     generation = ""
     if beir is not None:
@@ -120,20 +144,27 @@ def embed_command(
 
         target, _ = cached_index(BeirDataset.open(beir), settings)
     elif data is not None:
-        from retrieval.docs_source import crawled_documents
-        from training.linkgraph import crawl_pagerank
+        from cli.index import run_crawl_pagerank
 
         assert index is not None
         root = IndexRoot(index)
-        with console.status("PageRank…"):
-            crawl_pagerank(data)
+        run_crawl_pagerank(data, job.is_ray, settings)
         with console.status("indexing…") as status:
-            generation = root.build(
-                crawled_documents(data),
-                shards=shards,
-                source=f"crawl:{data}",
-                on_progress=lambda n: status.update(f"indexing… {n:,} documents"),
-            )
+            progress = lambda n: status.update(f"indexing… {n:,} documents")  # noqa: E731
+            if job.is_ray:
+                from retrieval.ray_jobs import ray_build_generation
+
+                generation = ray_build_generation(
+                    root,
+                    partial(crawl_documents, data),
+                    shards=shards,
+                    source_name=f"crawl:{data}",
+                    on_progress=progress,
+                )
+            else:
+                generation = root.build(
+                    crawl_documents(data), shards=shards, source=f"crawl:{data}", on_progress=progress
+                )
         target = root.path_of(generation)
         console.print(f"built generation {generation} from {data}")
     else:
@@ -141,10 +172,17 @@ def embed_command(
         target = resolve_index(index)
     with console.status("loading the embedding model…"):
         embedder = Embedder.from_settings(settings.embed)
-    console.print(f"model {embedder.model_id} ({embedder.precision}) → {target}")
+    console.print(f"model {embedder.model_id} ({embedder.precision}) → {target} on {job.engine}")
+    encode = None
+    if job.is_ray:
+        from retrieval.ray_jobs import ray_encoder
+
+        encode = ray_encoder(
+            settings.embed, actors=settings.jobs.embed_actors, threads=settings.jobs.actor_threads
+        )
     with passage_progress(console) as on_progress:
         report = backfill_index(
-            target, embedder, settings.embed, chunk_docs=chunk_docs, on_progress=on_progress
+            target, embedder, settings.embed, chunk_docs=chunk_docs, on_progress=on_progress, encode=encode
         )
     console.print(
         f"{report.docs:,} documents: {report.encoded:,} passages encoded now, {report.linked:,} linked "

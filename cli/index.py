@@ -3,12 +3,17 @@
 from __future__ import annotations
 
 import datetime as dt
+import time
+from functools import partial
 from pathlib import Path
 from typing import Annotated
 
 import typer
 from rich.console import Console
 from rich.table import Table
+
+from cli.engine import EngineOption, RayAddressOption, beir_documents, crawl_documents, job_engine
+from core.settings import Settings
 
 console = Console(stderr=True)
 index_app = typer.Typer(
@@ -31,10 +36,16 @@ def index_command(
     ] = None,
     shards: Annotated[int, typer.Option("--shards", min=1, max=256, help="Document partitions.")] = 1,
     publish: Annotated[bool, typer.Option("--publish/--no-publish", help="Serve it once built.")] = True,
+    engine: EngineOption = None,
+    ray_address: RayAddressOption = None,
 ) -> None:
     """Build a new generation from a BEIR corpus or a crawl's docstore, and publish it.
 
+    With --engine ray each shard is built by its own Ray task (and a crawl's PageRank runs
+    on Ray too); the generation appears only when every shard succeeded.
+
     Example: trawl index --beir ../shared/data/eval/cranfield --index data/cranfield-index --shards 2
+    Example: trawl index --data data/crawl --index data/index --shards 8 --engine ray --ray-address auto
     Then: trawl index list --index data/cranfield-index · trawl index rollback --index data/cranfield-index
     """
     if ctx.invoked_subcommand is not None:
@@ -45,33 +56,50 @@ def index_command(
         raise typer.BadParameter("--index DIR is required")
     if (beir is None) == (data is None):
         raise typer.BadParameter("give exactly one of --beir DIR or --data DIR")
-    if beir is not None:
-        from training.datasets import BeirDataset
+    settings = Settings()
+    job = job_engine(settings, engine, ray_address)
+    started = time.perf_counter()
+    with job.session():
+        if beir is not None:
+            source = partial(beir_documents, beir)
+            source_name = f"beir:{beir}"
+        else:
+            assert data is not None
+            source = partial(crawl_documents, data)
+            source_name = f"crawl:{data}"
+            run_crawl_pagerank(data, job.is_ray, settings)
+        root = IndexRoot(index)
+        with console.status(f"indexing ({job.engine})…") as status:
+            progress = lambda n: status.update(f"indexing ({job.engine})… {n:,} documents")  # noqa: E731
+            if job.is_ray:
+                from retrieval.ray_jobs import ray_build_generation
 
-        docs = BeirDataset.open(beir).iter_documents()
-        source = f"beir:{beir}"
-    else:
-        from retrieval.docs_source import crawled_documents
-        from training.linkgraph import crawl_pagerank
-
-        assert data is not None
-        with console.status("PageRank…"):
-            crawl_pagerank(data)
-        docs = crawled_documents(data)
-        source = f"crawl:{data}"
-    root = IndexRoot(index)
-    with console.status("indexing…") as status:
-        generation = root.build(
-            docs,
-            shards=shards,
-            source=source,
-            on_progress=lambda n: status.update(f"indexing… {n:,} documents"),
-        )
+                generation = ray_build_generation(
+                    root, source, shards=shards, source_name=source_name, on_progress=progress
+                )
+            else:
+                generation = root.build(source(), shards=shards, source=source_name, on_progress=progress)
     info = next(g for g in root.list() if g.generation == generation)
-    console.print(f"built generation {generation}: {info.manifest.docs:,} documents, {shards} shard(s)")
+    console.print(
+        f"built generation {generation}: {info.manifest.docs:,} documents, {shards} shard(s) "
+        f"on {job.engine} in {time.perf_counter() - started:.1f} s"
+    )
     if publish:
         root.publish(generation)
         console.print(f"published {generation} (serving processes pick it up on their next query)")
+
+
+def run_crawl_pagerank(data: Path, on_ray: bool, settings: Settings) -> None:
+    """The crawl's link-graph job (pages' PageRank beside the docstore), here or on the connected Ray."""
+    from training.linkgraph import crawl_pagerank
+
+    rank = None
+    if on_ray:
+        from training.ray_jobs import ray_rank
+
+        rank = ray_rank(blocks=settings.jobs.pagerank_blocks)
+    with console.status("PageRank…"):
+        crawl_pagerank(data, rank=rank)
 
 
 @index_app.command("list")

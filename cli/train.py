@@ -26,6 +26,7 @@ from rich.progress import (
 )
 from rich.table import Table
 
+from cli.engine import EngineOption, RayAddressOption, job_engine
 from core.settings import Settings
 
 ProgressFn = Callable[[str, int, int], None]
@@ -63,21 +64,42 @@ def train_ltr_command(
         int | None, typer.Option("--depth", min=10, help="Lexical and vector candidates per query.")
     ] = None,
     seed: Annotated[int, typer.Option("--seed", help="Fold assignment and LightGBM seed.")] = 0,
+    engine: EngineOption = None,
+    ray_address: RayAddressOption = None,
 ) -> None:
     """Train a LightGBM lambdarank model on judged collections (k-fold CV by query).
 
     Candidates are the hybrid union (lexical ∪ vector top-depth); the model card records
     the data, features, parameters, per-fold metrics, date and code version.
 
+    With --engine ray the feature frames are built by per-query Ray tasks and cached as
+    Parquet where training reads them; training itself runs here.
+
     Example: trawl train ltr --dataset ../shared/data/eval/cranfield --out models/ltr/cranfield
+    Example: trawl train ltr --dataset ../shared/data/eval/cisi --out models/ltr/cisi --engine ray
     """
     from training.train_ltr import train_ltr_on_collections
 
     started = time.perf_counter()
+    settings = Settings()
+    job = job_engine(settings, engine, ray_address)
     progress, on_progress = _progress()
+    if job.is_ray:
+        from training.ray_jobs import ray_collection_frame
+
+        with job.session(), progress:
+            for root in dataset:
+                what = f"features on ray · {root.name}"
+                path, frame = ray_collection_frame(
+                    root,
+                    settings,
+                    depth=depth,
+                    on_progress=lambda done, total, what=what: on_progress(what, done, total),
+                )
+                console.print(f"{root.name}: {frame.height:,} feature rows → {path}")
     with progress:
         model, cv = train_ltr_on_collections(
-            dataset, Settings(), name=out.name, folds=folds, depth=depth, seed=seed, on_progress=on_progress
+            dataset, settings, name=out.name, folds=folds, depth=depth, seed=seed, on_progress=on_progress
         )
     model.save(out)
     collections, rows = len(model.card["data"]), int(model.card["rows"])

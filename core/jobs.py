@@ -16,6 +16,7 @@ Example::
 from __future__ import annotations
 
 import os
+import socket
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -97,6 +98,8 @@ class JobEngine:
         if ray.is_initialized():
             yield ray
             return
+        if self.address and self.address != "auto":
+            probe_address(self.address)
         try:
             ray.init(**self.init_args())
         except (ConnectionError, TimeoutError, RuntimeError, ValueError) as exc:
@@ -106,6 +109,16 @@ class JobEngine:
             yield ray
         finally:
             ray.shutdown()
+
+
+def probe_address(address: str, timeout_s: float = 5.0) -> None:
+    """Fail fast on an unreachable ``HOST:PORT`` (``ray.init`` would retry for minutes)."""
+    host, _, port = address.removeprefix("ray://").rpartition(":")
+    try:
+        with socket.create_connection((host or "127.0.0.1", int(port)), timeout=timeout_s):
+            pass
+    except (OSError, ValueError) as exc:
+        raise EngineUnavailable(f"cannot reach the Ray cluster at {address}: {exc}") from exc
 
 
 def cluster_cpus(ray: ModuleType) -> int:

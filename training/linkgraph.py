@@ -27,7 +27,7 @@ from __future__ import annotations
 
 import json
 import logging
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from urllib.parse import urlsplit
@@ -102,7 +102,13 @@ def pagerank(
     return PageRankResult(x, max_iterations, False)
 
 
-def pagerank_by_key(edges: Iterable[tuple[str, str]], nodes: Iterable[str] = ()) -> dict[str, float]:
+RankFn = Callable[[int, NDArray[np.int64], NDArray[np.int64]], PageRankResult]
+"""PageRank of nodes ``0..n-1`` from (n, src, dst): :func:`pagerank` here, or an engine's."""
+
+
+def pagerank_by_key(
+    edges: Iterable[tuple[str, str]], nodes: Iterable[str] = (), *, rank: RankFn | None = None
+) -> dict[str, float]:
     """PageRank of string-named nodes; ``nodes`` adds pages no edge mentions."""
     index: dict[str, int] = {}
     for node in nodes:
@@ -112,7 +118,7 @@ def pagerank_by_key(edges: Iterable[tuple[str, str]], nodes: Iterable[str] = ())
     for a, b in edges:
         src.append(index.setdefault(a, len(index)))
         dst.append(index.setdefault(b, len(index)))
-    result = pagerank(len(index), src, dst)
+    result = (rank or pagerank)(len(index), np.asarray(src, dtype=np.int64), np.asarray(dst, dtype=np.int64))
     return {key: float(result.scores[i]) for key, i in index.items()}
 
 
@@ -120,10 +126,12 @@ def _with_scaled(frame: pl.DataFrame) -> pl.DataFrame:
     return frame.with_columns((pl.col("pagerank") * frame.height).alias("pagerank_scaled"))
 
 
-def url_pagerank(edges: pl.DataFrame, urls: Iterable[str] = ()) -> pl.DataFrame:
+def url_pagerank(
+    edges: pl.DataFrame, urls: Iterable[str] = (), *, rank: RankFn | None = None
+) -> pl.DataFrame:
     """Page-level PageRank from ``src_url, dst_url`` edges: columns url, pagerank, pagerank_scaled."""
     pairs = edges.select("src_url", "dst_url").unique()
-    scores = pagerank_by_key(pairs.iter_rows(), urls)
+    scores = pagerank_by_key(pairs.iter_rows(), urls, rank=rank)
     frame = pl.DataFrame({"url": list(scores), "pagerank": list(scores.values())})
     return _with_scaled(frame).sort("url")
 
@@ -133,7 +141,7 @@ def host_of(url: str) -> str:
     return host[4:] if host.startswith("www.") else host
 
 
-def host_pagerank(edges: pl.DataFrame) -> pl.DataFrame:
+def host_pagerank(edges: pl.DataFrame, *, rank: RankFn | None = None) -> pl.DataFrame:
     """Host-level PageRank: one node per host, an edge when any page links across hosts.
 
     A host graph resists link farms inside one site (their internal links vanish) and
@@ -145,7 +153,7 @@ def host_pagerank(edges: pl.DataFrame) -> pl.DataFrame:
     )
     nodes = sorted(set(hosts["src"].to_list()) | set(hosts["dst"].to_list()) - {""})
     across = hosts.filter((pl.col("src") != pl.col("dst")) & (pl.col("src") != "") & (pl.col("dst") != ""))
-    scores = pagerank_by_key(across.unique().iter_rows(), nodes)
+    scores = pagerank_by_key(across.unique().iter_rows(), nodes, rank=rank)
     frame = pl.DataFrame({"host": list(scores), "pagerank": list(scores.values())})
     return _with_scaled(frame).sort("host")
 
@@ -185,7 +193,7 @@ def write_pagerank(frame: pl.DataFrame, path: Path) -> Path:
     return write_with(path, frame.write_parquet)
 
 
-def crawl_pagerank(data: Path) -> bool:
+def crawl_pagerank(data: Path, *, rank: RankFn | None = None) -> bool:
     """The link-graph job of a crawl: PageRank of its pages, written where index build reads it.
 
     Returns whether a PageRank file was written (a crawl without links has none).
@@ -196,5 +204,5 @@ def crawl_pagerank(data: Path) -> bool:
     edges = LinkGraphStore(crawl.links).read_edges()
     if edges.is_empty():
         return False
-    write_pagerank(url_pagerank(edges), crawl.pagerank)
+    write_pagerank(url_pagerank(edges, rank=rank), crawl.pagerank)
     return True

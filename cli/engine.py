@@ -1,0 +1,46 @@
+"""The ``--engine`` / ``--ray-address`` options every batch command shares, and its document sources."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from core.jobs import JobEngine
+from core.settings import Settings
+from core.types import Document
+
+EngineOption = Annotated[
+    str | None,
+    typer.Option(
+        "--engine",
+        help="Where the job runs: local (this process) or ray. Default: TRAWL_JOBS__ENGINE, else local.",
+    ),
+]
+RayAddressOption = Annotated[
+    str | None,
+    typer.Option(
+        "--ray-address",
+        help="With --engine ray: auto or HOST:PORT joins a cluster; unset starts a local Ray.",
+    ),
+]
+
+
+def job_engine(settings: Settings, engine: str | None, address: str | None) -> JobEngine:
+    return JobEngine.from_settings(settings.jobs, engine=engine, address=address)
+
+
+def beir_documents(path: Path) -> Iterator[Document]:
+    """A BEIR corpus's documents (module level, so a Ray shard task can call it by name)."""
+    from training.datasets import BeirDataset
+
+    return BeirDataset.open(path).iter_documents()
+
+
+def crawl_documents(path: Path) -> Iterator[Document]:
+    """A crawl docstore's documents (module level, so a Ray shard task can call it by name)."""
+    from retrieval.docs_source import crawled_documents
+
+    return crawled_documents(path)
