@@ -142,6 +142,62 @@ def drive(url: str, ranker: str, qs: list[str], clients: int, duration: float) -
     return summarize(latencies, duration, errors)
 
 
+def write_query_file(qs: list[str], path: Path) -> Path:
+    from urllib.parse import quote
+
+    path.write_text("".join(quote(" ".join(q.split()), safe="") + "\n" for q in qs))
+    return path
+
+
+def pin_plan() -> tuple[list[str], str]:
+    """(taskset prefix for the generator, note): the last core for wrk when there are 4 or more."""
+    cores = os.cpu_count() or 1
+    if cores >= 4:
+        return ["taskset", "-c", str(cores - 1)], f"wrk pinned to core {cores - 1} of {cores}"
+    return [], f"wrk not pinned: only {cores} cores (pinning would halve the server's)"
+
+
+def wrk_drive(url: str, prefix: str, qfile: Path, clients: int, duration: float) -> dict[str, Any]:
+    """Load from ``wrk`` (one thread, ``clients`` connections) rotating the query file.
+
+    Reports the generator's own CPU time as a share of the machine over the run."""
+    pin, _ = pin_plan()
+    env = {**os.environ, "QUERIES": str(qfile), "PATH_PREFIX": prefix}
+    cmd = [*pin, "wrk", "-t1", f"-c{clients}", f"-d{int(duration)}s", "--timeout", "30s"]
+    cmd += ["-s", str(REPO / "bench" / "wrk_queries.lua"), url]
+    child = subprocess.Popen(cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    out = child.stdout.read() if child.stdout else ""
+    _, status, usage = os.wait4(child.pid, 0)
+    line = next((x for x in out.splitlines() if x.startswith("WRK_JSON ")), None)
+    if status != 0 or line is None:
+        raise RuntimeError(f"wrk failed: {out}")
+    data = json.loads(line.removeprefix("WRK_JSON "))
+    seconds = data["duration_us"] / 1e6
+    return {
+        "requests": data["requests"],
+        "qps": round(data["requests"] / seconds, 1),
+        "p50_ms": round(data["p50_us"] / 1000, 2),
+        "p95_ms": round(data["p95_us"] / 1000, 2),
+        "p99_ms": round(data["p99_us"] / 1000, 2),
+        "mean_ms": round(data["mean_us"] / 1000, 2),
+        "errors": data["errors"],
+        "generator_cpu": round((usage.ru_utime + usage.ru_stime) / (seconds * (os.cpu_count() or 1)), 3),
+    }
+
+
+def wait_ready(url: str, proc: subprocess.Popen[bytes], path: str = "/readyz") -> None:
+    deadline = time.monotonic() + 300
+    while True:
+        try:
+            if httpx.get(f"{url}{path}", timeout=2).status_code == 200:
+                return
+        except httpx.TransportError:
+            pass
+        if proc.poll() is not None or time.monotonic() > deadline:
+            raise RuntimeError(f"server did not start: {proc.stderr.read() if proc.stderr else ''}")
+        time.sleep(0.5)
+
+
 def summarize(latencies: list[float], duration: float, errors: int) -> dict[str, Any]:
     return {
         "requests": len(latencies),
@@ -219,6 +275,102 @@ def bare_peer(root: Path, qs: list[str], clients: int, duration: float, *, hybri
     return summarize(latencies, duration, 0)
 
 
+STAGES = (
+    "encode",
+    "shard candidates",
+    "shard features",
+    "features",
+    "LightGBM",
+    "fetch",
+    "snippets",
+    "other",
+)
+
+
+def stage_breakdown(root: Path, qs: list[str], ranker: str, n: int, *, forward: bool) -> dict[str, float]:
+    """Mean ms per stage of one in-process query at a time (query-vector cache off).
+
+    ``forward=False`` hides the shards' forward indexes: features are then computed at the
+    broker from fetched stored text (the path before the forward index).
+    """
+    import rerank.ltr
+    import retrieval.broker
+    import retrieval.search
+    from rerank.pipeline import open_search_service
+
+    os.environ["TRAWL_EMBED__QUERY_CACHE_SIZE"] = "0"
+    os.environ["TRAWL_SEARCH__CACHE_ENTRIES"] = "0"
+    service = open_search_service(Settings(), root)
+    spent: dict[str, float] = dict.fromkeys(STAGES, 0.0)
+
+    def timed(name: str, fn: Any) -> Any:
+        def wrapper(*args: Any, **kwargs: Any) -> Any:
+            t0 = time.perf_counter()
+            try:
+                return fn(*args, **kwargs)
+            finally:
+                spent[name] += time.perf_counter() - t0
+
+        return wrapper
+
+    broker = service.generation.broker
+    if not forward:
+        for replicas in broker.shards:
+            replicas[0].lexical.forward = None  # type: ignore[attr-defined]
+    patches = [
+        (retrieval.broker, "shard_features"),
+        (rerank.ltr, "compute_features"),
+        (retrieval.search, "make_snippet"),
+    ]
+    names = {"shard_features": "shard features", "compute_features": "features", "make_snippet": "snippets"}
+    saved = [(m, a, getattr(m, a)) for m, a in patches]
+    for module, attr in patches:
+        setattr(module, attr, timed(names[attr], getattr(module, attr)))
+    if service.encoder is not None:
+        service.encoder = timed("encode", service.encoder)
+    broker.gather = timed("shard candidates", broker.gather)  # type: ignore[method-assign]
+    service._fetch = timed("fetch", service._fetch)  # type: ignore[method-assign]
+    stage = service.stages.get(ranker)
+    model = getattr(stage, "model", None)
+    if model is not None:
+        object.__setattr__(model, "score", timed("LightGBM", model.score))
+    total = 0.0
+    try:
+        for q in qs[:20]:
+            service.search(q, ranker=ranker)
+        for key in spent:
+            spent[key] = 0.0
+        for q in qs[:n]:
+            t0 = time.perf_counter()
+            service.search(q, ranker=ranker)
+            total += time.perf_counter() - t0
+    finally:
+        for module, attr, fn in saved:
+            setattr(module, attr, fn)
+        service.close()
+    spent["shard candidates"] -= spent["shard features"]
+    spent["other"] = total - sum(v for k, v in spent.items() if k != "other")
+    out = {k: round(v / n * 1000, 2) for k, v in spent.items()}
+    out["total"] = round(total / n * 1000, 2)
+    return out
+
+
+def start_server(root: Path, port: int, args: argparse.Namespace, *, layout: str, cache: bool) -> Any:
+    env = {
+        **os.environ,
+        "TRAWL_SEARCH__CACHE_ENTRIES": "0",
+        "TRAWL_API__RATE_LIMIT_PER_S": "0",
+        "TRAWL_EMBED__QUERY_CACHE_SIZE": "1024" if cache else "0",
+        "OPENBLAS_NUM_THREADS": "1",
+        "HF_HUB_OFFLINE": "1",
+    }
+    cmd = [sys.executable, "-m", "cli.main", "serve", "--index", str(root), "--port", str(port)]
+    cmd += ["--workers", str(args.workers)]
+    if layout == "shard-processes":
+        cmd.append("--shard-processes")
+    return subprocess.Popen(cmd, cwd=REPO, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--docs", type=int, default=100_000)
@@ -231,6 +383,11 @@ def main() -> None:
     parser.add_argument("--build-only", action="store_true", help="build and embed the index, then stop")
     parser.add_argument("--no-peers", action="store_true", help="skip the bare Tantivy/hnswlib runs")
     parser.add_argument("--out", default="serving.md", help="results file name under bench/results/")
+    parser.add_argument(
+        "--layouts", default="inproc,shard-processes", help="inproc (one process) and/or shard-processes"
+    )
+    parser.add_argument("--cached-too", action="store_true", help="also run with the query-vector cache on")
+    parser.add_argument("--stage-queries", type=int, default=100, help="queries for the per-stage breakdown")
     args = parser.parse_args()
 
     root = REPO / "data" / "bench" / f"serving-{args.docs}-{args.shards}"
@@ -238,82 +395,106 @@ def main() -> None:
     if args.build_only:
         return
     qs = queries()
-    port = free_port()
-    env = {
-        **os.environ,
-        "TRAWL_SEARCH__CACHE_ENTRIES": "0",
-        "TRAWL_API__RATE_LIMIT_PER_S": "0",
-        "OPENBLAS_NUM_THREADS": "1",
-        "HF_HUB_OFFLINE": "1",
+    qfile = write_query_file(qs, Path(os.environ.get("TMPDIR", "/tmp")) / "trawl-bench-queries.txt")
+    clients = [int(c) for c in args.clients.split(",")]
+    results: dict[str, Any] = {
+        "docs": args.docs,
+        "shards": args.shards,
+        "duration_s": args.duration,
+        "workers": args.workers,
+        "generator": "wrk -t1 (Lua rotating the query set); " + pin_plan()[1],
     }
-    server = subprocess.Popen(
-        [
-            sys.executable,
-            "-m",
-            "cli.main",
-            "serve",
-            "--index",
-            str(root),
-            "--port",
-            str(port),
-            "--workers",
-            str(args.workers),
-        ],
-        cwd=REPO,
-        env=env,
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.PIPE,
-    )
-    url = f"http://127.0.0.1:{port}"
-    try:
-        deadline = time.monotonic() + 180
-        while True:
+    runs = [(layout, cache) for layout in args.layouts.split(",") for cache in (False, True)]
+    for layout, cache in runs:
+        if cache and not args.cached_too:
+            continue
+        port = free_port()
+        server = start_server(root, port, args, layout=layout, cache=cache)
+        url = f"http://127.0.0.1:{port}"
+        try:
+            wait_ready(url, server)
+            available = set(httpx.get(f"{url}/healthz").json()["rankers"])
+            for ranker in args.rankers.split(","):
+                if cache and ranker == "bm25":
+                    continue  # no query vector: the cache changes nothing
+                if ranker not in available:
+                    results[ranker] = f"not available on this index ({sorted(available)})"
+                    continue
+                for q in qs[:30]:  # warm
+                    httpx.get(f"{url}/v1/search", params={"q": q, "ranker": ranker}, timeout=30)
+                for c in clients:
+                    key = f"{ranker}@{c} {layout}{' cached' if cache else ''}"
+                    results[key] = wrk_drive(url, f"/v1/search?ranker={ranker}&q=", qfile, c, args.duration)
+                    print(key, results[key], file=sys.stderr)
+        finally:
+            server.terminate()
+            server.wait(timeout=60)
+    if not args.no_peers:
+        gen = resolve_index(root)
+        for hybrid in (False, True):
+            name = "tantivy+hnswlib" if hybrid else "tantivy"
+            port = free_port()
+            cmd = [sys.executable, str(REPO / "bench" / "bare_http_peer.py"), str(gen), str(port)]
+            env = {**os.environ, "OPENBLAS_NUM_THREADS": "1", "HF_HUB_OFFLINE": "1"}
+            peer = subprocess.Popen(cmd + (["--hybrid"] if hybrid else []), env=env, stderr=subprocess.PIPE)
             try:
-                if httpx.get(f"{url}/readyz", timeout=2).status_code == 200:
-                    break
-            except httpx.TransportError:
-                pass
-            if server.poll() is not None or time.monotonic() > deadline:
-                raise RuntimeError(f"server did not start: {server.stderr.read() if server.stderr else ''}")
-            time.sleep(0.5)
-        available = set(httpx.get(f"{url}/healthz").json()["rankers"])
-        results: dict[str, Any] = {
-            "docs": args.docs,
-            "shards": args.shards,
-            "duration_s": args.duration,
-            "workers": args.workers,
-        }
-        for ranker in args.rankers.split(","):
-            if ranker not in available:
-                results[ranker] = f"not available on this index ({sorted(available)})"
-                continue
-            for q in qs[:30]:  # warm
-                httpx.get(f"{url}/v1/search", params={"q": q, "ranker": ranker}, timeout=30)
-            for clients in (int(c) for c in args.clients.split(",")):
-                key = f"{ranker}@{clients}"
-                results[key] = drive(url, ranker, qs, clients, args.duration)
+                wait_ready(f"http://127.0.0.1:{port}", peer)
+                for c in clients:
+                    key = f"bare-http-{name}@{c}"
+                    results[key] = wrk_drive(
+                        f"http://127.0.0.1:{port}", "/v1/search?q=", qfile, c, args.duration
+                    )
+                    print(key, results[key], file=sys.stderr)
+            finally:
+                peer.terminate()
+                peer.wait(timeout=30)
+            for c in clients:
+                key = f"bare-inprocess-{name}@{c}"
+                results[key] = bare_peer(root, qs, c, args.duration, hybrid=hybrid)
                 print(key, results[key], file=sys.stderr)
-    finally:
-        server.terminate()
-        server.wait(timeout=30)
-    for hybrid in () if args.no_peers else (False, True):
-        for clients in (int(c) for c in args.clients.split(",")):
-            key = f"bare-{'tantivy+hnswlib' if hybrid else 'tantivy'}@{clients}"
-            results[key] = bare_peer(root, qs, clients, args.duration, hybrid=hybrid)
-            print(key, results[key], file=sys.stderr)
+    stages: dict[str, dict[str, float]] = {}
+    if args.stage_queries:
+        for ranker in args.rankers.split(","):
+            for forward in (False, True):
+                key = f"{ranker} {'after (forward index)' if forward else 'before (stored text)'}"
+                stages[key] = stage_breakdown(root, qs, ranker, args.stage_queries, forward=forward)
+                print(key, stages[key], file=sys.stderr)
+        results["stages_ms"] = stages
     json.dump(results, sys.stdout, indent=1)
     sys.stdout.write("\n")
-    lines = ["| run | QPS | p50 ms | p95 ms | p99 ms | errors |", "|---|---|---|---|---|---|"]
+    write_report(args, results, stages)
+
+
+def write_report(
+    args: argparse.Namespace, results: dict[str, Any], stages: dict[str, dict[str, float]]
+) -> None:
+    lines = [
+        "| run | QPS | p50 ms | p95 ms | p99 ms | errors | generator CPU |",
+        "|---|---|---|---|---|---|---|",
+    ]
     for key, value in results.items():
-        if isinstance(value, dict):
+        if isinstance(value, dict) and "qps" in value:
             cells = [key, *(str(value[c]) for c in ("qps", "p50_ms", "p95_ms", "p99_ms", "errors"))]
+            cells.append(str(value.get("generator_cpu", "in-process threads")))
             lines.append("| " + " | ".join(cells) + " |")
-    (REPO / "bench" / "results" / args.out).write_text(
+    text = (
         f"# Serving benchmark\n\n{args.docs:,} documents, {args.shards} shards, "
         f"{args.duration:.0f} s per run, {args.workers} worker(s); `python bench/bench_serving.py`\n\n"
+        f"Generator: {results['generator']}. Query-vector cache off unless the row says cached.\n\n"
         + "\n".join(lines)
         + "\n"
     )
+    if stages:
+        head = "| ranker, path | " + " | ".join(STAGES) + " | total |"
+        rows = [head, "|---" * (len(STAGES) + 2) + "|"]
+        for key, value in stages.items():
+            rows.append("| " + key + " | " + " | ".join(str(value[s]) for s in (*STAGES, "total")) + " |")
+        text += (
+            f"\n## Per stage at 1 client, in-process, mean ms over {args.stage_queries} queries\n\n"
+            + "\n".join(rows)
+            + "\n\nframework (HTTP, uvicorn, FastAPI) = the @1 HTTP mean minus the in-process total.\n"
+        )
+    (REPO / "bench" / "results" / args.out).write_text(text)
 
 
 if __name__ == "__main__":

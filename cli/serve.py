@@ -3,6 +3,12 @@
 from __future__ import annotations
 
 import os
+import socket
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Annotated
 
@@ -18,6 +24,54 @@ shard_app = typer.Typer(
 )
 
 
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+@contextmanager
+def shard_children(index: Path, *, ready_s: float = 120.0) -> Iterator[str]:
+    """One `trawl shard serve` child per shard of the serving generation, on loopback ports.
+
+    Yields the ``--shards`` spec once every child answers ``/healthz``; the children are
+    stopped on exit. Each shard process runs its own Python, so first-stage search and
+    shard-side features of different shards run in parallel instead of under one GIL.
+    """
+    import httpx
+
+    from retrieval.manifest import IndexManifest, resolve_index
+
+    count = IndexManifest.load(resolve_index(index)).shards
+    ports = [_free_port() for _ in range(count)]
+    children = [
+        subprocess.Popen(
+            [sys.executable, "-m", "cli.main", "shard", "serve", "--index", str(index), "--shard", str(i)]
+            + ["--port", str(port)]
+        )
+        for i, port in enumerate(ports)
+    ]
+    urls = [f"http://127.0.0.1:{port}" for port in ports]
+    try:
+        deadline = time.monotonic() + ready_s
+        for url, child in zip(urls, children, strict=True):
+            while True:
+                try:
+                    if httpx.get(f"{url}/healthz", timeout=2).status_code == 200:
+                        break
+                except httpx.TransportError:
+                    pass
+                if child.poll() is not None or time.monotonic() > deadline:
+                    raise RuntimeError(f"shard process at {url} did not start")
+                time.sleep(0.3)
+        yield ",".join(urls)
+    finally:
+        for child in children:
+            child.terminate()
+        for child in children:
+            child.wait(timeout=30)
+
+
 def serve_command(
     index: Annotated[Path, typer.Option("--index", help="Index root (or one generation directory).")],
     host: Annotated[
@@ -29,14 +83,30 @@ def serve_command(
         typer.Option("--shards", help="Remote shards: URL,URL,… (replicas of one shard joined by |)."),
     ] = None,
     workers: Annotated[int, typer.Option("--workers", min=1, max=64, help="Worker processes.")] = 1,
+    shard_processes: Annotated[
+        bool,
+        typer.Option(
+            "--shard-processes",
+            help="Start one `trawl shard serve` process per shard of the index and broker over them "
+            "(the recommended layout on one multi-core machine).",
+        ),
+    ] = False,
 ) -> None:
     """Serve the search API and page (in-process shards, or a broker over `trawl shard serve`).
 
     Example: trawl serve --index data/index --port 8000   then open http://127.0.0.1:8000/
+    Example: trawl serve --index data/index --shard-processes   (shards in their own processes)
     """
     import uvicorn
 
     settings = Settings()
+    if shard_processes:
+        if shards:
+            raise typer.BadParameter("--shard-processes starts its own shards; leave out --shards.")
+        with shard_children(index) as spec:
+            console.print(f"shard processes: {spec}")
+            serve_command(index, host=host, port=port, shards=spec, workers=workers)
+        return
     if shards:
         os.environ["TRAWL_SERVE_SHARDS"] = shards
     os.environ["TRAWL_SERVE_INDEX"] = str(index)
