@@ -36,6 +36,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import replace
 from email.utils import parsedate_to_datetime
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import httpx
 
@@ -61,6 +62,9 @@ from crawl.sitemaps import parse_sitemap
 from crawl.state import NewUrl, Outcome, UrlKind, UrlStatus, UrlUpdate
 from crawl.stats import CrawlStats, CrawlSummary
 from crawl.urls import canonicalize_url, host_of, origin_of
+
+if TYPE_CHECKING:
+    from crawl.metrics import FetchObserver
 
 logger = logging.getLogger(__name__)
 
@@ -154,6 +158,8 @@ class Crawler:
         self._stopped = False
         self._running: _CrawlRun | None = None
         """The run in progress, for ``request_stop``."""
+        self.observer: FetchObserver | None = None
+        """Told of every exchange and new URL (``crawl.metrics``: latency per host, discovered)."""
 
     def request_stop(self) -> None:
         """Finish the fetches in flight, store everything, and return (Ctrl-C)."""
@@ -173,6 +179,7 @@ class Crawler:
             client=self._client,
         )
         running = _CrawlRun(parts, self.settings, self.scope, self.stats)
+        running.observer = self.observer
         self._running = running
         if self._stopped:
             parts.frontier.stop()
@@ -204,6 +211,7 @@ class _CrawlRun:
         self.settings = settings
         self.scope = scope
         self.stats = stats
+        self.observer: FetchObserver | None = None
         self._frontier = parts.frontier
         self._fetcher = parts.fetcher
         self._guard = parts.guard
@@ -361,6 +369,8 @@ class _CrawlRun:
         self.stats.fetches += 1
         self.stats.bytes += len(result.body)
         self.parts.warc.write(result)
+        if self.observer is not None:
+            self.observer.fetched(host_of(result.final_url), result.elapsed_s)
 
     def _hop_check(self, depth: int) -> HopCheck:
         async def check(target: str) -> None:
@@ -610,7 +620,8 @@ class _CrawlRun:
         return self._index_page(lease, result, page, fetched)
 
     def _add(self, new: NewUrl) -> None:
-        self._frontier.add(new)
+        if self._frontier.add(new) and self.observer is not None:
+            self.observer.found()
 
     def _scheduled(self, update: UrlUpdate, lease: Lease, *, changed: bool) -> UrlUpdate:
         """The update with the next fetch time after a fetch that did (not) see a change."""
@@ -658,7 +669,7 @@ class _CrawlRun:
             taken += 1
             self._edges.append(Edge(page_url, link.url, link.anchor_text))
             if self.scope.contains(link.url, depth):
-                self._frontier.add(NewUrl(link.url, host_of(link.url), depth, priority, parent=page_url))
+                self._add(NewUrl(link.url, host_of(link.url), depth, priority, parent=page_url))
 
     def _index_page(
         self, lease: Lease, result: FetchResult, page: ParsedPage, fetched: UrlUpdate

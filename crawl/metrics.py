@@ -12,20 +12,71 @@ are the numbers the crawl's summary prints, and the crawl loop pays nothing per 
 * ``trawl_crawl_errors_total{kind}``: fetch errors by kind.
 * ``trawl_crawl_duplicates_total``: pages found to duplicate an indexed one.
 * ``trawl_crawl_pages_total``: HTML pages parsed.
+* ``trawl_crawl_fetch_seconds{host}``: a histogram of exchange latency per host (the
+  ``max_hosts`` first hosts by name; the rest under ``host="other"``, so a crawl of
+  millions of hosts does not make millions of series).
+* ``trawl_crawl_discovered_total``: URLs the crawl found that the frontier did not know.
+
+The latency and discovery figures come from the loop's per-fetch hook (``FetchObserver``,
+passed to ``Crawler(observer=...)``): a few integer increments per exchange.
 """
 
 from __future__ import annotations
 
+import bisect
+import threading
 from collections.abc import Iterator
 from typing import Any
 
 from prometheus_client import CollectorRegistry, start_http_server
-from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, HistogramMetricFamily
 from prometheus_client.registry import Collector
 
 from crawl.stats import CrawlStats
 
-__all__ = ["CrawlMetrics", "fetch_outcome_class", "serve_metrics"]
+__all__ = ["CrawlMetrics", "FetchObserver", "fetch_outcome_class", "serve_metrics"]
+
+LATENCY_BUCKETS_S = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0)
+
+
+class FetchObserver:
+    """What the crawl loop reports per exchange and per new URL, for the metrics only."""
+
+    def __init__(self, *, max_hosts: int = 200) -> None:
+        self._max_hosts = max_hosts
+        self._lock = threading.Lock()  # the scrape runs on the metrics server's thread
+        self._buckets: dict[str, list[int]] = {}
+        self._sums: dict[str, float] = {}
+        self.discovered = 0
+
+    def fetched(self, host: str, seconds: float) -> None:
+        """One HTTP exchange with ``host`` took ``seconds`` (robots.txt and sitemaps included)."""
+        with self._lock:
+            if host not in self._buckets and len(self._buckets) >= self._max_hosts:
+                host = "other"
+            counts = self._buckets.get(host)
+            if counts is None:
+                counts = self._buckets[host] = [0] * (len(LATENCY_BUCKETS_S) + 1)
+                self._sums[host] = 0.0
+            counts[bisect.bisect_left(LATENCY_BUCKETS_S, seconds)] += 1
+            self._sums[host] += seconds
+
+    def found(self, n: int = 1) -> None:
+        """``n`` URLs new to the frontier were queued."""
+        self.discovered += n
+
+    def latency(self) -> list[tuple[str, list[tuple[str, float]], float]]:
+        """Per host: cumulative ``(le, count)`` buckets and the sum of seconds, Prometheus-style."""
+        out = []
+        with self._lock:
+            for host, counts in sorted(self._buckets.items()):
+                running = 0
+                buckets: list[tuple[str, float]] = []
+                for bound, n in zip((*LATENCY_BUCKETS_S, float("inf")), counts, strict=True):
+                    running += n
+                    buckets.append(("+Inf" if bound == float("inf") else str(bound), running))
+                out.append((host, buckets, self._sums[host]))
+        return out
 
 
 def fetch_outcome_class(outcome_key: str) -> str:
@@ -64,8 +115,15 @@ def fetch_outcome_class(outcome_key: str) -> str:
 class CrawlMetrics(Collector):
     """Collects a crawl's live ``CrawlStats`` at each scrape, into a registry of its own."""
 
-    def __init__(self, stats: CrawlStats, registry: CollectorRegistry | None = None) -> None:
+    def __init__(
+        self,
+        stats: CrawlStats,
+        registry: CollectorRegistry | None = None,
+        *,
+        observer: FetchObserver | None = None,
+    ) -> None:
         self.stats = stats
+        self.observer = observer
         self.registry = registry or CollectorRegistry()
         self.registry.register(self)
 
@@ -93,6 +151,18 @@ class CrawlMetrics(Collector):
         for kind, n in sorted(s.errors.items()):
             errors.add_metric([kind], n)
         yield errors
+        if self.observer is not None:
+            latency = HistogramMetricFamily(
+                "trawl_crawl_fetch_seconds", "HTTP exchange latency by host.", labels=["host"]
+            )
+            for host, buckets, total in self.observer.latency():
+                latency.add_metric([host], buckets, total)
+            yield latency
+            yield CounterMetricFamily(
+                "trawl_crawl_discovered",
+                "URLs found that the frontier did not know.",
+                value=self.observer.discovered,
+            )
 
 
 def serve_metrics(metrics: CrawlMetrics, port: int, *, addr: str = "127.0.0.1") -> Any:

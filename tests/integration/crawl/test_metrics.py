@@ -8,9 +8,11 @@ from pathlib import Path
 import httpx
 from prometheus_client.parser import text_string_to_metric_families
 
+from core.crawldir import CrawlDir
 from core.settings import CrawlSettings
 from crawl.loop import Crawler
-from crawl.metrics import CrawlMetrics, serve_metrics
+from crawl.metrics import CrawlMetrics, FetchObserver, serve_metrics
+from crawl.state import CrawlDb
 from tests.fixtures.crawl.web import HostServer, Site, html_page, prose
 
 
@@ -22,7 +24,8 @@ def test_scraped_counts_equal_the_summary(tmp_path: Path) -> None:
     server = HostServer(site, "127.0.0.2").start()
     settings = CrawlSettings(min_delay_s=0.0, allowed_networks=["127.0.0.2/32"], flush_interval_s=0.2)
     crawler = Crawler(tmp_path, settings, seeds=[server.url("/")])
-    metrics = CrawlMetrics(crawler.stats)
+    crawler.observer = FetchObserver()
+    metrics = CrawlMetrics(crawler.stats, observer=crawler.observer)
     http = serve_metrics(metrics, 0)
     try:
         summary = asyncio.run(crawler.run())
@@ -41,3 +44,14 @@ def test_scraped_counts_equal_the_summary(tmp_path: Path) -> None:
     by_outcome = {dict(k[1])["outcome"]: v for k, v in samples.items() if k[0] == "trawl_crawl_fetches_total"}
     assert sum(by_outcome.values()) == sum(n for _, n in summary.outcomes)
     assert by_outcome["4xx"] == 1 and by_outcome["2xx"] == 5
+    assert samples[("trawl_crawl_duplicates_total", ())] == summary.duplicates
+    host = server.authority
+    assert samples[("trawl_crawl_fetch_seconds_count", (("host", host),))] == summary.fetches
+    assert samples[("trawl_crawl_fetch_seconds_bucket", (("host", host), ("le", "+Inf")))] == summary.fetches
+    assert 0 < samples[("trawl_crawl_fetch_seconds_sum", (("host", host),))] < summary.elapsed_s
+    db = CrawlDb(CrawlDir(tmp_path).db, readonly=True)
+    try:
+        known = sum(db.status_counts().values())
+    finally:
+        db.close()
+    assert samples[("trawl_crawl_discovered_total", ())] == known - 1 == 5  # all but the seed
