@@ -111,16 +111,14 @@ def add_seeds(request: Request, _admin: AdminDep, body: Annotated[SeedsRequest, 
 
 @router.get("/v1/crawl/status", tags=["admin"])
 def crawl_status(request: Request, _admin: AdminDep) -> dict[str, Any]:
-    """URL counts by state and the busiest hosts."""
-    from crawl.state import CrawlDb
+    """The crawl as ``trawl crawl status`` reports it, and the busiest hosts.
 
-    path = CrawlDir(crawl_dir(request)).db
-    if not path.exists():
-        return {"urls": 0, "by_status": {}, "hosts": []}
-    db = CrawlDb(path)
-    try:
-        counts = db.status_counts()
-    finally:
-        db.close()
-    top = host_health(crawl_dir(request), limit=20)
-    return {"urls": sum(counts.values()), "by_status": counts, "hosts": [dataclasses.asdict(h) for h in top]}
+    On a PostgreSQL frontier (``TRAWL_CRAWL__FRONTIER_URL``) that is the fleet: workers
+    alive, pages/s over the last minute, backlog and errors by class (``crawl.fleet``).
+    """
+    from crawl.fleet import crawl_status as fleet_status
+
+    path = crawl_dir(request)
+    status = fleet_status(path, request.app.state.settings.crawl.frontier_url)
+    top = host_health(path, limit=20) if CrawlDir(path).db.exists() else []
+    return status | {"hosts": [dataclasses.asdict(h) for h in top]}

@@ -1,0 +1,66 @@
+"""``GET /v1/crawl/status`` reports what ``trawl crawl status`` does, on either frontier backend."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+from fastapi.testclient import TestClient
+
+from api.app import create_app
+from core.settings import Settings
+from core.types import Document, doc_id_for
+from crawl.fleet import crawl_status
+from crawl.state import NewUrl, Outcome, UrlStatus, UrlUpdate
+from retrieval.manifest import IndexRoot
+
+KEY = "crawl-admin-key"
+
+
+@pytest.fixture(scope="module")
+def index_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The app serves an index; the crawl routes do not read it, so three documents do."""
+    root = IndexRoot(tmp_path_factory.mktemp("crawl-status") / "index")
+    docs = [
+        Document(doc_id=doc_id_for(u), url=u, title=f"Page {i}", body=f"crawl status page number {i}")
+        for i, u in enumerate(f"http://a.test/{i}" for i in range(3))
+    ]
+    root.publish(root.build(docs, shards=1))
+    return root.root
+
+
+def test_status_aggregates_the_crawl(tmp_path: Path, index_dir: Path, crawl_store: Callable[[], Any]) -> None:
+    now = time.time()
+    db = crawl_store()
+    urls = [f"http://a.test/{i}" for i in range(4)]
+    db.apply(inserts=[NewUrl(u, "a.test", 0, 1.0) for u in urls], leases=[], updates=[], hosts=[], now=now)
+    failed = UrlUpdate(urls[0], UrlStatus.FAILED, Outcome.HTTP, 503, fetched=True, last_fetch=now)
+    done = UrlUpdate(urls[1], UrlStatus.DONE, Outcome.INDEXED, 200, fetched=True, last_fetch=now)
+    db.apply(inserts=[], leases=[], updates=[failed, done], hosts=[], now=now)
+    if crawl_store.frontier_url:  # type: ignore[attr-defined]
+        db.heartbeat("w-1", now, {})
+    db.close()
+    frontier = crawl_store.frontier_url  # type: ignore[attr-defined]
+    settings = Settings.model_validate(
+        {
+            "api": {"admin_api_key": KEY, "crawl_data": str(tmp_path), "rate_limit_per_s": 0},
+            "crawl": {"frontier_url": frontier},
+            "search": {"use_vectors": False},
+        }
+    )
+    with TestClient(create_app(settings, index_dir=index_dir)) as client:
+        assert client.get("/v1/crawl/status").status_code == 401
+        body = client.get("/v1/crawl/status", headers={"X-API-Key": KEY}).json()
+    expected = crawl_status(tmp_path, frontier)
+    assert {k: body[k] for k in expected if k not in ("workers", "pages_per_s")} == {
+        k: v for k, v in expected.items() if k not in ("workers", "pages_per_s")
+    }
+    assert (body["urls"], body["backlog"], body["done"], body["errors"]) == (4, 2, 1, {"http 503": 1})
+    assert body["backend"] == ("postgresql" if frontier else "sqlite")
+    if frontier:
+        assert body["workers_alive"] == 1 and body["hosts"] == []
+    else:
+        assert [h["host"] for h in body["hosts"]] == ["a.test"]
