@@ -18,6 +18,7 @@ from rich.console import Console
 from cli import crawl, dataset, demo, embed, evaluate, experiment, index, inspect, search, serve, train
 from cli import replay as replay_cli
 from cli import reprocess as reprocess_cli
+from cli import run as run_cli
 from cli.help import hide_flag_types
 from core.errors import TrawlError
 from core.logging import configure_logging
@@ -49,6 +50,7 @@ app.command("search")(search.search_command)
 app.command("serve")(serve.serve_command)
 app.add_typer(serve.shard_app, name="shard")
 app.command("crawl")(crawl.crawl_command)
+app.command("run")(run_cli.run_command)
 app.command("inspect")(inspect.inspect_command)
 app.command("replay")(replay_cli.replay_command)
 app.command("reprocess")(reprocess_cli.reprocess_command)

@@ -50,7 +50,7 @@ class FreshnessLog:
     def __init__(self, root: Path) -> None:
         path = freshness_file(Path(root))
         path.parent.mkdir(parents=True, exist_ok=True)
-        self._conn = sqlite3.connect(path, timeout=30)
+        self._conn = sqlite3.connect(path, timeout=30, check_same_thread=False)  # one user at a time
         self._conn.execute("PRAGMA journal_mode=WAL")
         self._conn.executescript(
             """

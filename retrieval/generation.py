@@ -139,7 +139,8 @@ class GenerationSet:
         """Reopen the serving generation when the incremental indexer committed to it.
 
         A fresh ``Generation`` replaces the open one, so a search already running keeps
-        the searchers (and document addresses) it started with.
+        the searchers (and document addresses) it started with. Listeners hear of it as
+        of a publish.
         """
         current = self._current
         stamp = _update_stamp(current.path)
@@ -152,6 +153,8 @@ class GenerationSet:
             self._open[current.id] = reopened
             self._current = reopened
             self._stamps[current.id] = stamp
+        for listener in self.listeners:
+            listener(reopened)  # e.g. the response cache: its answers are stale now
 
     def refresh(self) -> bool:
         """Switch to the published generation if it changed; True when it did."""

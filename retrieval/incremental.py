@@ -33,8 +33,9 @@ import dataclasses
 import json
 import logging
 import re
+import threading
 import time
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -305,3 +306,28 @@ def _segment_rows(store: DocStore) -> list[tuple[str, int]]:
                 name = f"{folder}/{entry['name']}" if folder else entry["name"]
                 out.append((name, int(entry["rows"])))
     return out
+
+
+def follow(
+    indexer: IncrementalIndexer,
+    stop: threading.Event,
+    *,
+    poll_s: float = 1.0,
+    compact_every_s: float = 3600.0,
+    on_step: Callable[[StepReport], None] | None = None,
+) -> None:
+    """Apply the crawl's segments every ``poll_s`` until ``stop``; compact every ``compact_every_s``.
+
+    The bound on crawl-to-searchable lag is the crawl's flush interval plus ``poll_s``
+    plus one step. A generation that cannot be updated in place is compacted first.
+    """
+    while not stop.is_set():
+        if indexer.generation() is None:
+            indexer.compact()
+        elif compact_every_s > 0 and time.time() - indexer.last_compaction >= compact_every_s:
+            indexer.step()
+            indexer.compact()
+        report = indexer.step()
+        if report is not None and on_step is not None:
+            on_step(report)
+        stop.wait(poll_s)
