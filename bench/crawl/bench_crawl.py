@@ -95,7 +95,7 @@ def run_trawl(site: BenchSite, concurrency: int) -> dict[str, float]:
                 *site.seeds,
                 "--data",
                 data,
-                "--allow-private",
+                "--allow-loopback",
                 "--delay",
                 "0",
                 "--concurrency",
