@@ -91,6 +91,10 @@ class QueryError(TrawlError):
     """The query or one of its parameters cannot be used. Maps to HTTP 400."""
 
 
+class BadParameter(QueryError):
+    """A request parameter is not a value the API takes (out of range, not a whole number)."""
+
+
 class BadClick(QueryError):
     """A click that does not match its impression (wrong doc id or position)."""
 
@@ -117,10 +121,6 @@ class AdminDisabled(AdminDenied):
 
 class BodyTooLarge(TrawlError):
     """A streamed request body went past the limit (no Content-Length was sent)."""
-
-class BadParameter(QueryError):
-    """A request parameter is not a value the API takes (out of range, not a whole number)."""
-
 
 
 class IndexStateError(TrawlError):

@@ -100,18 +100,24 @@ class _Brotli:
     def feed(self, data: bytes) -> Iterator[bytes]:
         try:
             out = self._obj.process(data, output_buffer_limit=_STEP)
-            if out:
+            while out:
                 yield out
-            while not self._obj.can_accept_more_data():
+                # A full step may leave more output inside; empty input drains it.
+                if len(out) < _STEP and self._obj.can_accept_more_data():
+                    break
+                out = self._obj.process(b"", output_buffer_limit=_STEP)
+        except brotli.error as exc:
+            raise DecodingFailed(f"invalid br data: {exc}") from None
+
+    def end(self) -> Iterator[bytes]:
+        try:
+            while not self._obj.is_finished():
                 out = self._obj.process(b"", output_buffer_limit=_STEP)
                 if not out:
                     break
                 yield out
         except brotli.error as exc:
             raise DecodingFailed(f"invalid br data: {exc}") from None
-
-    def end(self) -> Iterator[bytes]:
-        return iter(())
 
 
 def _layer(coding: str) -> _Layer:
