@@ -51,7 +51,7 @@ def run_command(
         updates["min_delay_s"] = delay
     crawl_settings = settings.crawl.model_copy(update=updates)
     crawl = ContinuousCrawl(data, crawl_settings, seeds=seeds)
-    indexer = IncrementalIndexer(data, index, shards=shards)
+    indexer = IncrementalIndexer(data, index, shards=shards, embed=settings.embed)
     stop = threading.Event()
     failure: list[BaseException] = []
 

@@ -1,6 +1,6 @@
 """Incremental indexing: the serving generation follows the docstore, updated in place.
 
-Design (DECISIONS 24): Tantivy's own segment model, no delta index. Every step reads
+Design (DECISIONS 26): Tantivy's own segment model, no delta index. Every step reads
 the docstore and removal-log segments the generation does not hold yet (by segment
 manifest: per folder, the highest segment number applied), and in each shard deletes
 the changed and removed documents by their ``doc_id`` term and adds the new versions
@@ -15,6 +15,11 @@ N' and the collection's average field lengths, and the broker's summed dfs do th
 Exactly once: the applied-segment cursor is written (atomically) after every shard
 committed. A crash before that replays the step; delete-by-term plus add is
 idempotent, as are the lengths upserts, so a replay never indexes a document twice.
+
+Vectors: when the generation has them, the same step embeds the new and changed
+passages (only those the vector store lacks) and updates each shard's HNSW index
+before the update stamp is written (``retrieval.incremental_vectors``), so hybrid
+search sees a change within the same lag as BM25.
 
 Compaction builds a new generation from the whole docstore (``crawled_documents``,
 removals applied), records the segments it saw *before* reading as its cursor, and
@@ -38,6 +43,7 @@ import time
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from core.atomic import write_text
 from core.crawldir import CrawlDir
@@ -49,11 +55,16 @@ from retrieval import layout
 from retrieval.build import shard_of
 from retrieval.docs_source import MAX_ANCHORS_PER_DOC, crawled_documents, page_ranks, title_suffixes_by_host
 from retrieval.freshness import FreshnessLog
+from retrieval.incremental_vectors import update_shard_vectors, vector_model
 from retrieval.lengths import ShardLengths
 from retrieval.lexical import LexicalShardWriter
 from retrieval.manifest import IndexManifest, IndexRoot
 from retrieval.stats import plan_ballast
 from retrieval.titles import without_suffix
+
+if TYPE_CHECKING:
+    from core.settings import EmbedSettings
+    from retrieval.embed import Embedder
 
 logger = logging.getLogger(__name__)
 
@@ -126,8 +137,20 @@ class StepReport:
 class IncrementalIndexer:
     """Applies a crawl directory's new segments to an index root's serving generation."""
 
-    def __init__(self, data_dir: Path, index_root: Path, *, shards: int = 1) -> None:
+    def __init__(
+        self,
+        data_dir: Path,
+        index_root: Path,
+        *,
+        shards: int = 1,
+        embed: EmbedSettings | None = None,
+        embedder: Embedder | None = None,
+    ) -> None:
+        """``embedder``: encodes new passages when the generation has vectors (loaded from
+        ``embed`` settings on first need otherwise, with the variant the vectors were made by)."""
         self.crawl = CrawlDir(data_dir)
+        self.embed = embed
+        self._embedder = embedder
         self.root = IndexRoot(index_root)
         self.shards = shards
         self.docstore = DocStore(self.crawl.docs)
@@ -136,6 +159,15 @@ class IncrementalIndexer:
         self._removed: dict[DocId, Removal] | None = None
         self._anchors: tuple[int, dict[str, list[str]]] | None = None
         self.last_compaction = 0.0
+
+    def embedder_for(self, model_id: str) -> Embedder | None:
+        """An embedder of ``model_id`` (None when the one that can run here is another)."""
+        if self._embedder is None:
+            from core.settings import EmbedSettings
+            from retrieval.embed import Embedder
+
+            self._embedder = Embedder.from_settings(self.embed or EmbedSettings(), for_model_id=model_id)
+        return self._embedder if self._embedder.model_id == model_id else None
 
     # -- state --------------------------------------------------------------------
 
@@ -164,8 +196,15 @@ class IncrementalIndexer:
         started = time.perf_counter()
         seen = Cursor(Cursor.marks(self.docstore.segments()), Cursor.marks(self.deletions.segments()))
         docs = crawled_documents(self.crawl.root) if self.crawl.docs.exists() else iter(())
+        current = self.root.current()
+        model = vector_model(self.root.path_of(current)) if current else None
         generation = self.root.build(docs, shards=self.shards, source=f"crawl:{self.crawl.root}")
         path = self.root.path_of(generation)
+        if model is not None and (embedder := self.embedder_for(model)) is not None:
+            from core.settings import EmbedSettings
+            from retrieval.backfill import backfill_index
+
+            backfill_index(path, embedder, self.embed or EmbedSettings())  # links stored vectors
         seen.write(path)
         self.root.publish(generation)
         self._removed = None
@@ -289,6 +328,11 @@ class IncrementalIndexer:
         finally:
             for table in tables:
                 table.close()
+        by_shard: list[list[Document]] = [[] for _ in range(shards)]
+        for doc in docs:
+            by_shard[shard_of(int(doc.doc_id), shards)].append(doc)
+        for shard in range(shards):
+            update_shard_vectors(path, shard, by_shard[shard], map(DocId, dels[shard]), self.embedder_for)
         return deletes
 
 
