@@ -321,8 +321,14 @@ def stage_breakdown(root: Path, qs: list[str], ranker: str, n: int, *, forward: 
         (retrieval.broker, "shard_features"),
         (rerank.ltr, "compute_features"),
         (retrieval.search, "make_snippet"),
+        (rerank.ltr.LtrModel, "score"),
     ]
-    names = {"shard_features": "shard features", "compute_features": "features", "make_snippet": "snippets"}
+    names = {
+        "shard_features": "shard features",
+        "compute_features": "features",
+        "make_snippet": "snippets",
+        "score": "LightGBM",
+    }
     saved = [(m, a, getattr(m, a)) for m, a in patches]
     for module, attr in patches:
         setattr(module, attr, timed(names[attr], getattr(module, attr)))
@@ -330,10 +336,6 @@ def stage_breakdown(root: Path, qs: list[str], ranker: str, n: int, *, forward: 
         service.encoder = timed("encode", service.encoder)
     broker.gather = timed("shard candidates", broker.gather)  # type: ignore[method-assign]
     service._fetch = timed("fetch", service._fetch)  # type: ignore[method-assign]
-    stage = service.stages.get(ranker)
-    model = getattr(stage, "model", None)
-    if model is not None:
-        object.__setattr__(model, "score", timed("LightGBM", model.score))
     total = 0.0
     try:
         for q in qs[:20]:
