@@ -11,6 +11,7 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
+from core.blocklist import BlockList
 from core.crawldir import CrawlDir
 from core.errors import ConfigError
 from core.settings import Settings
@@ -36,9 +37,16 @@ def inspect_command(
         raise ConfigError(f"{data} is not a crawl data directory (no {CrawlDir(data).db.name} in it).")
     report = inspect_url(url, data, user_agent=Settings().crawl.user_agent)
     indexed = _indexed(report.canonical_url, index) if index is not None and report.canonical_url else None
+    rule = BlockList(CrawlDir(data).blocklist).match(report.canonical_url) if report.canonical_url else None
+    blocked = rule.describe() if rule is not None else None
+    freshness = (
+        _freshness(report.canonical_url, index) if index is not None and report.canonical_url else None
+    )
     if json_out:
         payload = {
             "indexed": indexed,
+            "blocked": blocked,
+            "freshness": freshness,
             "url": report.url,
             "canonical_url": report.canonical_url,
             "doc_id": report.doc_id,
@@ -80,8 +88,14 @@ def inspect_command(
             value = report.state.get(key)
             if value not in (None, "", 0):
                 table.add_row(key, str(value))
+    if blocked is not None:
+        table.add_row("block list", blocked)
     if indexed is not None:
         table.add_row("indexed", indexed)
+    for key, value in (freshness or {}).items():
+        if value not in (None, ""):
+            shown = _utc(value) if key.endswith("_at") and isinstance(value, float) else str(value)
+            table.add_row(f"freshness {key}", shown)
     if report.dup_of:
         table.add_row("duplicate of", report.dup_of)
     if report.cluster:
@@ -94,6 +108,27 @@ def inspect_command(
             f"({entry['bytes']} bytes, {entry['elapsed_s']:.2f} s)",
         )
     out.print(table)
+
+
+def _utc(at: float) -> str:
+    return time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime(at))
+
+
+def _freshness(canonical_url: str, index: Path) -> dict[str, object] | None:
+    """Where the URL is on the way from fetch to search (the incremental indexer's log)."""
+    from dataclasses import asdict
+
+    from retrieval.freshness import FreshnessLog
+    from retrieval.layout import freshness_file
+
+    if not freshness_file(index).exists():
+        return None
+    log = FreshnessLog(index)
+    try:
+        found = log.lookup(canonical_url)
+    finally:
+        log.close()
+    return asdict(found) if found is not None else None
 
 
 def _indexed(canonical_url: str, index: Path) -> str:

@@ -15,6 +15,7 @@ os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 import typer
 from rich.console import Console
 
+from cli import block as block_cli
 from cli import crawl, dataset, demo, embed, evaluate, experiment, index, inspect, search, serve, train
 from cli import replay as replay_cli
 from cli import reprocess as reprocess_cli
@@ -51,6 +52,7 @@ app.command("serve")(serve.serve_command)
 app.add_typer(serve.shard_app, name="shard")
 app.command("crawl")(crawl.crawl_command)
 app.command("run")(run_cli.run_command)
+app.add_typer(block_cli.block_app, name="block")
 app.command("inspect")(inspect.inspect_command)
 app.command("replay")(replay_cli.replay_command)
 app.command("reprocess")(reprocess_cli.reprocess_command)

@@ -8,6 +8,13 @@ API and ``trawl inspect`` all read the same rules with their reasons.
 A host rule matches the host and its subdomains; a pattern rule is a shell-style glob
 over the whole canonical URL (``http://example.com/private/*``).
 
+Blocking also takes out what is already indexed: :func:`block` writes a removal
+(``core.deletions``) for every stored document the new rule matches, in the
+operator's own folder of the removal log, so those pages leave search within the
+incremental indexer's lag instead of waiting for a recrawl to reach them. Unblocking
+does not bring them back by itself: the next fetch of a page does (a removal hides
+only versions fetched before it).
+
 Example::
 
     rules = BlockList(CrawlDir(data).blocklist)
@@ -26,9 +33,15 @@ from typing import Literal
 from urllib.parse import urlsplit
 
 from core.atomic import write_text
+from core.crawldir import CrawlDir
+from core.deletions import DeletionLog, Removal
+from core.docstore import DocStore
 from core.errors import ConfigError
 
-__all__ = ["BlockList", "BlockRule"]
+__all__ = ["OPERATOR", "BlockList", "BlockRule", "block", "rule_kind"]
+
+OPERATOR = "operator"
+"""The removal log's folder for operator blocks (never a crawl worker's name)."""
 
 RuleKind = Literal["host", "pattern"]
 
@@ -39,6 +52,10 @@ class BlockRule:
     value: str
     reason: str
     added_at: float
+
+    def describe(self) -> str:
+        """The reason as the crawl records it for a blocked URL (``trawl inspect`` shows it)."""
+        return f"blocked by the operator ({self.kind} {self.value}): {self.reason}"
 
     def matches(self, url: str) -> bool:
         if self.kind == "pattern":
@@ -99,3 +116,24 @@ class BlockList:
         self.path.parent.mkdir(parents=True, exist_ok=True)
         write_text(self.path, json.dumps({"rules": [asdict(r) for r in rules]}, indent=1))
         self._stamp = None
+
+
+def rule_kind(value: str) -> RuleKind:
+    """``spam.example`` is a host; anything with a scheme or a glob character is a pattern."""
+    return "pattern" if "://" in value or any(c in value for c in "*?[") else "host"
+
+
+def block(data_dir: Path, value: str, *, reason: str, kind: RuleKind | None = None) -> tuple[BlockRule, int]:
+    """Add a rule and remove the stored documents it matches; returns (rule, documents removed)."""
+    crawl = CrawlDir(data_dir)
+    rule = BlockList(crawl.blocklist).add(kind or rule_kind(value), value, reason=reason)
+    removals: list[Removal] = []
+    store = DocStore(crawl.docs)
+    if crawl.docs.exists() and store.segments():
+        frame = store.latest_frame(["url"])
+        for doc_id, url in zip(frame["doc_id"].to_list(), frame["url"].to_list(), strict=True):
+            if rule.matches(url):
+                removals.append(Removal(doc_id, url, rule.describe(), rule.added_at))
+    if removals:
+        DeletionLog(crawl.deletions, worker=OPERATOR).record(removals)
+    return rule, len(removals)

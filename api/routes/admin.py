@@ -1,17 +1,21 @@
-"""Admin: publish and roll back index generations. Needs ``X-API-Key``."""
+"""Admin: publish and roll back index generations; the crawl's block list. Needs ``X-API-Key``."""
 
 from __future__ import annotations
 
-from typing import Annotated
+from typing import Annotated, Literal
 
-from fastapi import APIRouter, Body, Request
+from fastapi import APIRouter, Body, Query, Request
 from pydantic import BaseModel, Field
 
 from api.deps import SearchDep
 from api.protection import AdminDep
+from api.routes.crawl import crawl_dir
+from core.blocklist import BlockList, BlockRule, block
+from core.crawldir import CrawlDir
+from core.errors import QueryError
 from retrieval.manifest import IndexRoot
 
-router = APIRouter(prefix="/v1/index", tags=["admin"])
+router = APIRouter(tags=["admin"])
 
 
 class PublishRequest(BaseModel):
@@ -30,7 +34,7 @@ class PublishResult(BaseModel):
     serving: str
 
 
-@router.get("/generations", response_model=list[GenerationModel])
+@router.get("/v1/index/generations", response_model=list[GenerationModel])
 def list_generations(request: Request, _admin: AdminDep) -> list[GenerationModel]:
     root = IndexRoot(request.app.state.index_dir)
     return [
@@ -45,7 +49,7 @@ def list_generations(request: Request, _admin: AdminDep) -> list[GenerationModel
     ]
 
 
-@router.post("/publish", response_model=PublishResult)
+@router.post("/v1/index/publish", response_model=PublishResult)
 def publish(
     request: Request, service: SearchDep, _admin: AdminDep, body: Annotated[PublishRequest, Body()]
 ) -> PublishResult:
@@ -54,8 +58,56 @@ def publish(
     return PublishResult(serving=service.generation.id)
 
 
-@router.post("/rollback", response_model=PublishResult)
+@router.post("/v1/index/rollback", response_model=PublishResult)
 def rollback(request: Request, service: SearchDep, _admin: AdminDep) -> PublishResult:
     IndexRoot(request.app.state.index_dir).rollback()
     service.generations.refresh()
     return PublishResult(serving=service.generation.id)
+
+
+class BlockRequest(BaseModel):
+    value: str = Field(min_length=1, max_length=2048, description="A host, or a URL glob like http://h/x/*.")
+    kind: Literal["host", "pattern"] | None = Field(
+        None, description="Default: pattern if it has :// or * ? [."
+    )
+    reason: str = Field("", max_length=1000, description="Why; kept for trawl inspect.")
+
+
+class BlockModel(BaseModel):
+    kind: str
+    value: str
+    reason: str
+    added_at: float
+
+
+class BlockResult(BaseModel):
+    rule: BlockModel
+    removed: int
+    """Stored pages the rule took out of the index (they leave search within the indexer's lag)."""
+
+
+def _model(rule: BlockRule) -> BlockModel:
+    return BlockModel(kind=rule.kind, value=rule.value, reason=rule.reason, added_at=rule.added_at)
+
+
+@router.get("/v1/admin/blocks", response_model=list[BlockModel])
+def list_blocks(request: Request, _admin: AdminDep) -> list[BlockModel]:
+    return [_model(r) for r in BlockList(CrawlDir(crawl_dir(request)).blocklist).rules()]
+
+
+@router.post("/v1/admin/blocks", response_model=BlockResult)
+def add_block(request: Request, _admin: AdminDep, body: Annotated[BlockRequest, Body()]) -> BlockResult:
+    """Block at once: no worker leases a matching URL from its next lease on."""
+    rule, removed = block(crawl_dir(request), body.value, reason=body.reason, kind=body.kind)
+    return BlockResult(rule=_model(rule), removed=removed)
+
+
+@router.delete("/v1/admin/blocks", response_model=list[BlockModel])
+def remove_block(
+    request: Request, _admin: AdminDep, value: Annotated[str, Query(min_length=1, max_length=2048)]
+) -> list[BlockModel]:
+    """Drop the rules with this value; returns the rules left."""
+    rules = BlockList(CrawlDir(crawl_dir(request)).blocklist)
+    if not rules.remove(value):
+        raise QueryError(f"No block rule for {value!r}.")
+    return [_model(r) for r in rules.rules()]
