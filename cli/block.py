@@ -16,7 +16,11 @@ from core.crawldir import CrawlDir
 
 console = Console(stderr=True)
 block_app = typer.Typer(
-    no_args_is_help=True, help="Hosts and URL patterns that are neither crawled nor served."
+    no_args_is_help=True,
+    help=(
+        "Hosts and URL patterns that are neither crawled nor served.\n\n"
+        'Example: trawl block add spam.example --data data/crawl --reason "link farm"'
+    ),
 )
 
 DataOption = Annotated[Path, typer.Option("--data", help="Crawl data directory the rules apply to.")]
