@@ -147,7 +147,9 @@ def build_frame(
 
 
 def _with_static(doc: StoredDoc, values: Mapping[str, float] | None) -> StoredDoc:
-    return dataclasses.replace(doc, **values) if values else doc
+    # Static values (PageRank, …) are float fields of StoredDoc; mypy cannot see that
+    # through a mapping of names.
+    return dataclasses.replace(doc, **values) if values else doc  # type: ignore[arg-type]
 
 
 def query_frame(

@@ -257,7 +257,7 @@ def cross_validate(
     for split in cv_splits(judged, folds, seed=seed):
         model = fit(frame, split.train, params, inner_folds=inner_folds, seed=seed)
         test = frame.filter(pl.col("qid").is_in(list(split.test)))
-        scores = score_frame(test, model.booster.predict)
+        scores = score_frame(test, lambda x: np.asarray(model.booster.predict(x)))
         result.scores.update(scores)
         metrics = metrics_of(scores, qrels, split.test)
         result.folds.append(
