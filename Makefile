@@ -17,7 +17,7 @@ $(STAMP): pyproject.toml
 	$(BIN)/pip install --quiet --upgrade pip
 	# The CPU build of torch first, so nothing below pulls a multi-GB CUDA build.
 	$(BIN)/pip install --quiet torch==2.13.0
-	$(BIN)/pip install --quiet -e '.[dev]'
+	$(BIN)/pip install --quiet -e '.[dev,ray]'
 	rm -f $(VENV)/.installed-*
 	touch $@
 

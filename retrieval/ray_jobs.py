@@ -160,7 +160,9 @@ def ray_build_index(
     task raises here and the staged directory is removed.
     """
     ray = import_ray()
-    builder = ray.remote(num_cpus=1, max_restarts=0)(ShardBuilder)
+    # A CPU per shard while they fit (so shards spread over nodes), else none: never wait for CPUs.
+    cpus = 1 if shards <= cluster_cpus(ray) else 0
+    builder = ray.remote(num_cpus=cpus, max_restarts=0, scheduling_strategy="SPREAD")(ShardBuilder)
     with staging_dir(Path(out)) as tmp:
         actors = [builder.remote(str(tmp), i, shards) for i in range(shards)]
         try:

@@ -84,7 +84,9 @@ def ray_pagerank(
     order = np.argsort(src, kind="stable")
     src, dst = src[order], dst[order]
     cuts = np.searchsorted(src, bounds)
-    block = ray.remote(num_cpus=1, max_restarts=0)(EdgeBlock)
+    # A CPU per block while they fit (so blocks spread over nodes), else none: never wait for CPUs.
+    cpus = 1 if count <= cluster_cpus(ray) else 0
+    block = ray.remote(num_cpus=cpus, max_restarts=0, scheduling_strategy="SPREAD")(EdgeBlock)
     actors = [
         block.remote(
             n, int(bounds[b]), int(bounds[b + 1]), src[cuts[b] : cuts[b + 1]], dst[cuts[b] : cuts[b + 1]]

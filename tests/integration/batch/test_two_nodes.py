@@ -1,0 +1,124 @@
+"""A two-node Ray cluster on this machine (`ray start --head` plus a second `ray start --address`):
+shard tasks and PageRank blocks run on both nodes, and the cluster is stopped."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import textwrap
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+pytest.importorskip("ray")
+pytestmark = pytest.mark.slow  # two raylets start: ~20 s on a busy 2-core machine
+
+REPO = Path(__file__).resolve().parents[3]
+RAY = str(Path(sys.executable).with_name("ray"))
+
+
+def free_ports(count: int) -> list[int]:
+    sockets = [socket.socket() for _ in range(count)]
+    for s in sockets:
+        s.bind(("127.0.0.1", 0))
+    ports = [int(s.getsockname()[1]) for s in sockets]
+    for s in sockets:
+        s.close()
+    return ports
+
+
+def node_args(ports: list[int]) -> list[str]:
+    manager, store, minw, maxw, metrics, agent_grpc, agent_http, runtime_env = ports
+    return [
+        "--num-cpus", "1", "--object-store-memory", str(100 * 1024 * 1024), "--disable-usage-stats",
+        "--node-manager-port", str(manager), "--object-manager-port", str(store),
+        "--min-worker-port", str(minw), "--max-worker-port", str(minw + 40),
+        "--metrics-export-port", str(metrics), "--dashboard-agent-grpc-port", str(agent_grpc),
+        "--dashboard-agent-listen-port", str(agent_http), "--runtime-env-agent-port", str(runtime_env),
+    ]  # fmt: skip
+
+
+def ray_pids(temp_dir: Path) -> set[int]:
+    """Processes of this cluster: every one whose command line names its temp dir or session."""
+    pids = set()
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            try:
+                if str(temp_dir).encode() in (entry / "cmdline").read_bytes():
+                    pids.add(int(entry.name))
+            except OSError:
+                continue
+    return pids
+
+
+@pytest.fixture
+def cluster(tmp_path: Path) -> Iterator[str]:
+    temp_dir = Path("/tmp") / f"trawl-ray-{os.getpid()}"
+    head_port, *ports = free_ports(17)
+    env = {**os.environ, "HF_HUB_OFFLINE": "1", "RAY_USAGE_STATS_ENABLED": "0"}
+    address = f"127.0.0.1:{head_port}"
+    try:
+        subprocess.run(
+            [RAY, "start", "--head", "--port", str(head_port), "--node-ip-address", "127.0.0.1",
+             "--temp-dir", str(temp_dir), "--include-dashboard", "false", *node_args(ports[:8])],
+            check=True, env=env, capture_output=True, timeout=180,
+        )  # fmt: skip
+        subprocess.run(
+            [RAY, "start", "--address", address, "--node-ip-address", "127.0.0.1", *node_args(ports[8:16])],
+            check=True, env=env, capture_output=True, timeout=180,
+        )  # fmt: skip
+        yield address
+    finally:
+        for pid in ray_pids(temp_dir):
+            try:
+                os.kill(pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+        time.sleep(0.5)
+        left = ray_pids(temp_dir)
+        assert not left, f"ray processes left: {left}"
+
+
+DRIVER = textwrap.dedent(
+    """
+    import json, sys
+    from functools import partial
+    from pathlib import Path
+    import numpy as np
+    import ray
+    from cli.engine import beir_documents
+    from core.jobs import JobEngine
+    from retrieval.ray_jobs import ray_build_index
+    from training.linkgraph import pagerank
+    from training.ray_jobs import ray_pagerank
+
+    with JobEngine(engine="ray", address=sys.argv[1]).session():
+        nodes = [n["NodeID"] for n in ray.nodes() if n["Alive"]]
+        manifest, shard_nodes = ray_build_index(
+            partial(beir_documents, Path(sys.argv[2])), Path(sys.argv[3]), shards=2
+        )
+        rng = np.random.default_rng(0)
+        src, dst = rng.integers(0, 500, 4000), rng.integers(0, 500, 4000)
+        on_ray = ray_pagerank(500, src, dst, blocks=2).scores
+        diff = float(np.abs(on_ray - pagerank(500, src, dst).scores).max())
+        print(json.dumps({"nodes": nodes, "shard_nodes": shard_nodes, "docs": manifest.docs, "diff": diff}))
+    """
+)
+
+
+def test_tasks_run_on_both_nodes(cluster: str, tmp_path: Path, eval_dir: Path) -> None:
+    run = subprocess.run(
+        [sys.executable, "-c", DRIVER, cluster, str(eval_dir / "cranfield"), str(tmp_path / "index")],
+        cwd=REPO, env={**os.environ, "HF_HUB_OFFLINE": "1"}, capture_output=True, text=True, timeout=240,
+    )  # fmt: skip
+    assert run.returncode == 0, run.stderr[-3000:]
+    result = json.loads(run.stdout.strip().splitlines()[-1])
+    assert len(result["nodes"]) == 2
+    assert sorted(result["shard_nodes"]) == sorted(result["nodes"])
+    assert result["docs"] == 1400 and result["diff"] < 1e-9
