@@ -19,6 +19,8 @@ from enum import StrEnum
 from pathlib import Path
 from typing import Any
 
+from crawl.tiers import DueCandidate, Importance, choose_due
+
 logger = logging.getLogger(__name__)
 
 __all__ = [
@@ -267,6 +269,9 @@ def _params(record: Any, **overrides: object) -> dict[str, object]:
     return params
 
 
+_DUE = (
+    "kind = 'page' AND status = 'done' AND next_fetch IS NOT NULL AND next_fetch <= :now AND fetch_count > 0"
+)
 _INSERT_URL = (
     "INSERT OR IGNORE INTO urls(url, host, kind, depth, priority, status, outcome, "
     "discovered_at, parent, redirects, blocked_reason, dup_of) "
@@ -502,15 +507,32 @@ class CrawlDb:
             logger.warning("%d URLs leased by crashed runs used up their retries: marked failed", failed)
         return released
 
-    def schedule_recrawl(self, now: float) -> int:
-        """Make fetched pages whose next fetch is due pending again; returns how many."""
+    def schedule_recrawl(self, now: float, *, budget: int | None = None, prior_s: float = 86_400.0,
+                         importance: Importance = ({}, {})) -> int:  # fmt: skip
+        """Make fetched pages whose next fetch is due pending again; returns how many.
+
+        With ``budget``, only that many: the due pages with the highest P(changed) ×
+        importance (``crawl.tiers``); the rest stay due for a later round.
+        """
         with self._write_lock:
-            cursor = self._conn.execute(
-                "UPDATE urls SET status = 'pending', retries = 0 WHERE kind = 'page' AND status = 'done' "
-                "AND next_fetch IS NOT NULL AND next_fetch <= :now AND fetch_count > 0",
+            if budget is None:
+                cursor = self._conn.execute(
+                    f"UPDATE urls SET status = 'pending', retries = 0 WHERE {_DUE}", {"now": now}
+                )
+                return cursor.rowcount
+            rows = self._conn.execute(
+                "SELECT url, discovered_at AS first_fetch, last_fetch, fetch_count, change_count "
+                f"FROM urls WHERE {_DUE}",
                 {"now": now},
+            ).fetchall()
+            candidates = (DueCandidate(**dict(row)) for row in rows)
+            chosen = choose_due(candidates, now, budget, prior_s=prior_s, importance=importance)
+            self._conn.execute("BEGIN")
+            self._conn.executemany(
+                "UPDATE urls SET status = 'pending', retries = 0 WHERE url = ?", [(u,) for u in chosen]
             )
-        return cursor.rowcount
+            self._conn.execute("COMMIT")
+        return len(chosen)
 
     def apply(
         self,
