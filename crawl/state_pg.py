@@ -39,6 +39,7 @@ from crawl.state import (
     to_signed64,
     to_unsigned64,
 )
+from crawl.tiers import DueCandidate, Importance, choose_due
 
 logger = logging.getLogger(__name__)
 
@@ -111,6 +112,7 @@ CREATE TABLE IF NOT EXISTS workers (
 """
 _SCHEMA_LOCK = 7_316_016  # pg_advisory_xact_lock key: workers starting together create the schema once
 
+_DUE = "kind = 'page' AND status = 'done' AND next_fetch IS NOT NULL AND next_fetch <= %s AND fetch_count > 0"
 _INSERT_URL = (
     "INSERT INTO urls(url, host, kind, depth, priority, status, outcome, "
     "discovered_at, parent, redirects, blocked_reason, dup_of) "
@@ -506,14 +508,27 @@ class PgCrawlDb:
             )
         return cursor.rowcount
 
-    def schedule_recrawl(self, now: float) -> int:
+    def schedule_recrawl(self, now: float, *, budget: int | None = None, prior_s: float = 86_400.0,
+                         importance: Importance = ({}, {})) -> int:  # fmt: skip
+        """As ``CrawlDb.schedule_recrawl``: every due page, or the ``budget`` best by ``crawl.tiers``."""
         with self._lock:
-            cursor = self._conn.execute(
-                "UPDATE urls SET status = 'pending', retries = 0 WHERE kind = 'page' AND status = 'done' "
-                "AND next_fetch IS NOT NULL AND next_fetch <= %s AND fetch_count > 0",
+            if budget is None:
+                cursor = self._conn.execute(
+                    f"UPDATE urls SET status = 'pending', retries = 0 WHERE {_DUE}", (now,)
+                )
+                return cursor.rowcount
+            rows = self._conn.execute(
+                "SELECT url, discovered_at AS first_fetch, last_fetch, fetch_count, change_count "
+                f"FROM urls WHERE {_DUE}",
                 (now,),
-            )
-        return cursor.rowcount
+            ).fetchall()
+            candidates = (DueCandidate(**dict(row)) for row in rows)
+            chosen = choose_due(candidates, now, budget, prior_s=prior_s, importance=importance)
+            with self._conn.transaction(), self._conn.cursor() as cur:
+                cur.executemany(
+                    "UPDATE urls SET status = 'pending', retries = 0 WHERE url = %s", [(u,) for u in chosen]
+                )
+        return len(chosen)
 
     def insert_urls(self, inserts: Sequence[NewUrl], now: float) -> None:
         """New URLs (and their hosts) in one transaction; URLs the fleet already knows are skipped."""
