@@ -17,7 +17,6 @@ from rich.text import Text
 from core.settings import CrawlSettings, Settings
 from crawl.fleet import crawl_status
 from crawl.loop import Crawler
-from crawl.metrics import CrawlMetrics, FetchObserver, serve_metrics
 from crawl.stats import CrawlStats, CrawlSummary
 
 __all__ = ["crawl_command", "run_crawl"]
@@ -179,6 +178,8 @@ def crawl_command(
     if not crawler.seeds:
         raise typer.BadParameter("No seed is a valid http(s) URL.")
     if metrics_port is not None:
+        from crawl.metrics import CrawlMetrics, FetchObserver, serve_metrics  # prometheus_client: ~12 MB
+
         crawler.observer = FetchObserver()
         serve_metrics(CrawlMetrics(crawler.stats, observer=crawler.observer), metrics_port)
     try:

@@ -24,10 +24,7 @@ import json
 import logging
 import threading
 from collections.abc import Iterator, Sequence
-from typing import Any
-
-import psycopg
-from psycopg.rows import dict_row
+from typing import TYPE_CHECKING, Any
 
 from crawl.state import (
     HostHealth,
@@ -40,6 +37,9 @@ from crawl.state import (
     to_unsigned64,
 )
 from crawl.tiers import DueCandidate, Importance, choose_due
+
+if TYPE_CHECKING:
+    import psycopg
 
 logger = logging.getLogger(__name__)
 
@@ -178,12 +178,20 @@ def is_postgres_url(url: str | None) -> bool:
     return bool(url) and str(url).startswith(("postgresql://", "postgres://"))
 
 
+def _connect(dsn: str) -> psycopg.Connection[dict[str, Any]]:
+    """Imported here, not at module level: a SQLite crawl never loads the driver (~23 MB)."""
+    import psycopg
+    from psycopg.rows import dict_row
+
+    return psycopg.connect(dsn, autocommit=True, row_factory=dict_row)
+
+
 class PgCrawlDb:
     """One crawl's PostgreSQL database; the methods of ``crawl.state.CrawlDb`` plus leasing."""
 
     def __init__(self, dsn: str, *, readonly: bool = False) -> None:
         self.dsn = dsn
-        self._conn = psycopg.connect(dsn, autocommit=True, row_factory=dict_row)
+        self._conn = _connect(dsn)
         self._lock = threading.RLock()
         self._wconn: psycopg.Connection[dict[str, Any]] | None = None
         self._wlock = threading.Lock()
@@ -194,7 +202,7 @@ class PgCrawlDb:
 
     def _writer(self) -> psycopg.Connection[dict[str, Any]]:
         if self._wconn is None:
-            self._wconn = psycopg.connect(self.dsn, autocommit=True, row_factory=dict_row)
+            self._wconn = _connect(self.dsn)
         return self._wconn
 
     def close(self) -> None:
@@ -223,6 +231,8 @@ class PgCrawlDb:
         return self._one("SELECT 1 AS x FROM urls WHERE url = %s", (url,)) is not None
 
     def iter_urls(self) -> Iterator[str]:
+        import psycopg
+
         with psycopg.connect(self.dsn) as conn, conn.cursor(name="iter_urls") as cursor:
             cursor.execute("SELECT url FROM urls")
             for (url,) in cursor:
