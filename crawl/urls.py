@@ -195,10 +195,10 @@ def canonicalize_url(url: str, base: str | None = None) -> str:
     ``base`` should itself be canonical (the page's URL); others go through ``urljoin``.
     """
     try:
-        text = _STRIP_CHARS.sub("", url).strip()
+        text = (_STRIP_CHARS.sub("", url) if _has_strip_chars(url) else url).strip()
         if base:
-            clean_base = _STRIP_CHARS.sub("", base).strip()
-            if _canonicalize_absolute(clean_base) == clean_base:
+            clean_base, canonical = _clean_base(base)
+            if canonical:
                 text = _join(clean_base, text).strip()
             else:
                 text = urljoin(clean_base, text).strip()
@@ -206,6 +206,18 @@ def canonicalize_url(url: str, base: str | None = None) -> str:
         logger.debug("Cannot resolve %r against %r: %s", url, base, exc)
         return ""
     return _canonicalize_absolute(text)
+
+
+def _has_strip_chars(text: str) -> bool:
+    return "\t" in text or "\n" in text or "\r" in text
+
+
+@functools.lru_cache(maxsize=64)
+def _clean_base(base: str) -> tuple[str, bool]:
+    """``base`` without tabs and newlines, and whether that is canonical: one answer per page
+    (every link of a page has the same base), instead of a regex and a lookup per link."""
+    clean = _STRIP_CHARS.sub("", base).strip()
+    return clean, _canonicalize_absolute(clean) == clean
 
 
 @functools.lru_cache(maxsize=32_768)
