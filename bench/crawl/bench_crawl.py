@@ -20,6 +20,10 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
+from contextlib import ExitStack
+from functools import partial
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[2]
@@ -27,6 +31,8 @@ sys.path.insert(0, str(REPO))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from bench_site import BenchSite  # noqa: E402
+
+from tests.fixtures.pg_server import PgCluster, PgUnavailable, running_cluster  # noqa: E402
 
 SCRAPY_PYTHON = Path("/tmp/scrapy-venv/bin/python")
 
@@ -75,42 +81,70 @@ def run_minimal(site: BenchSite, concurrency: int) -> dict[str, float]:
     return {"pages": result["pages"], "elapsed_s": result["elapsed_s"], "cpu_s": cpu, "rss_mb": rss}
 
 
+_TRAWL_ENV = {
+    "TRAWL_CRAWL__RESPONSE_TIME_FACTOR": "0",
+    "TRAWL_CRAWL__MAX_PAGES": "1000000",
+    "TRAWL_CRAWL__MAX_PAGES_PER_HOST": "1000000",
+    "TRAWL_CRAWL__MAX_DEPTH": "1000",
+}
+
+
+def _trawl_command(site: BenchSite, concurrency: int, data: str, extra: list[str]) -> list[str]:
+    return [
+        sys.executable,
+        "-m",
+        "cli.main",
+        "crawl",
+        *site.seeds,
+        "--data",
+        data,
+        "--allow-loopback",
+        "--delay",
+        "0",
+        "--concurrency",
+        str(concurrency),
+        "--no-progress",
+        "--json",
+        *extra,
+    ]
+
+
 def run_trawl(site: BenchSite, concurrency: int) -> dict[str, float]:
     env = _env()
-    env.update(
-        {
-            "TRAWL_CRAWL__RESPONSE_TIME_FACTOR": "0",
-            "TRAWL_CRAWL__MAX_PAGES": "1000000",
-            "TRAWL_CRAWL__MAX_PAGES_PER_HOST": "1000000",
-            "TRAWL_CRAWL__MAX_DEPTH": "1000",
-        }
-    )
+    env.update(_TRAWL_ENV)
     with tempfile.TemporaryDirectory() as data:
-        result, wall, cpu, rss = _timed(
-            [
-                sys.executable,
-                "-m",
-                "cli.main",
-                "crawl",
-                *site.seeds,
-                "--data",
-                data,
-                "--allow-loopback",
-                "--delay",
-                "0",
-                "--concurrency",
-                str(concurrency),
-                "--no-progress",
-                "--json",
-            ],
-            env,
-        )
+        result, wall, cpu, rss = _timed(_trawl_command(site, concurrency, data, []), env)
     return {
         "pages": result["pages"],
         "elapsed_s": result["elapsed_s"],
         "cpu_s": cpu,
         "rss_mb": rss,
         "indexed": result["indexed"],
+    }
+
+
+def run_fleet(site: BenchSite, concurrency: int, workers: int, cluster: PgCluster) -> dict[str, float]:
+    """``workers`` crawl processes started together on one fresh PostgreSQL frontier and one
+    data directory; the fleet's rate is all pages over the slowest worker's crawl time."""
+    env = _env()
+    env.update(_TRAWL_ENV)
+    frontier = cluster.new_database()
+    with tempfile.TemporaryDirectory() as data, ThreadPoolExecutor(workers) as pool:
+        runs = list(
+            pool.map(
+                lambda w: _timed(
+                    _trawl_command(site, concurrency, data, ["--frontier", frontier, "--worker-id", f"w{w}"]),
+                    env,
+                ),
+                range(workers),
+            )
+        )
+    return {
+        "pages": sum(r[0]["pages"] for r in runs),
+        "elapsed_s": max(r[0]["elapsed_s"] for r in runs),
+        "cpu_s": sum(r[2] for r in runs),
+        "rss_mb": max(r[3] for r in runs),
+        "indexed": sum(r[0]["indexed"] for r in runs),
     }
 
 
@@ -164,37 +198,100 @@ def main() -> None:
     parser.add_argument("--repeat", type=int, default=3)
     parser.add_argument("--pythonpath", action="append", default=[], help="Extra import path for both.")
     parser.add_argument("--no-scrapy", action="store_true")
+    parser.add_argument("--no-fleet", action="store_true", help="Skip the PostgreSQL rows.")
     args = parser.parse_args()
     EXTRA_PATH.extend(args.pythonpath)
-    runners = {"minimal httpx+selectolax": run_minimal, "trawl crawl": run_trawl}
+    runners: dict[str, Callable[[BenchSite, int], dict[str, float]]] = {
+        "minimal httpx+selectolax": run_minimal,
+        "trawl crawl (1 worker, SQLite)": run_trawl,
+    }
     if SCRAPY_PYTHON.exists() and not args.no_scrapy:
         runners["scrapy"] = run_scrapy
-    results: dict[str, list[dict[str, float]]] = {name: [] for name in runners}
-    with BenchSite(args.hosts, args.pages_per_host) as site:
-        time.sleep(1.0)
-        print(f"site: {site.page_count} pages on {args.hosts} hosts; concurrency {args.concurrency}")
-        for rep in range(args.repeat):
-            for name, run in runners.items():
-                outcome = run(site, args.concurrency)
-                results[name].append(outcome)
-                print(f"  rep {rep + 1} {name}: {outcome}", flush=True)
-        pages = list(site.pages.values())
-    print()
-    print("| crawler | pages | pages/s (median) | CPU ms/page | peak RSS MB | vs minimal |")
-    print("|---|---|---|---|---|---|")
-    base = statistics.median(r["pages"] / r["elapsed_s"] for r in results["minimal httpx+selectolax"])
-    for name, runs in results.items():
-        rate = statistics.median(r["pages"] / r["elapsed_s"] for r in runs)
-        cpu = statistics.median(r["cpu_s"] * 1000 / r["pages"] for r in runs)
-        rss = max(r["rss_mb"] for r in runs)
+    else:
+        print(f"scrapy: not run ({SCRAPY_PYTHON} missing or --no-scrapy)")
+    with ExitStack() as stack:
+        if not args.no_fleet:
+            try:
+                cluster = stack.enter_context(running_cluster())
+            except PgUnavailable as exc:
+                print(f"fleet rows: not run ({exc})")
+            else:
+                for workers in (1, 2):
+                    label = f"trawl crawl ({workers} worker{'s' if workers > 1 else ''}, PostgreSQL)"
+                    runners[label] = partial(run_fleet, workers=workers, cluster=cluster)
+        results, pages = _run_all(runners, args)
+    _report(results)
+    for label, (num, den, floor) in TARGETS.items():
+        if num in results and den in results:
+            ratio = _rate(results[num]) / _rate(results[den])
+            print(f"target {label}: {ratio:.2f}× (≥ {floor}×) {'met' if ratio >= floor else 'MISSED'}")
+    if "scrapy" in results:
+        ours, theirs = _peak(results["trawl crawl (1 worker, SQLite)"]), _peak(results["scrapy"])
         print(
-            f"| {name} | {int(runs[0]['pages'])} | {rate:.0f} | {cpu:.2f} | {rss:.0f} | {rate / base:.2f}× |"
+            f"target peak RSS 1 SQLite worker ≤ Scrapy: {ours:.0f} vs {theirs:.0f} MB "
+            f"{'met' if ours <= theirs else 'MISSED'}"
         )
+    print(f"load average (1, 5, 15 min) after the crawls: {os.getloadavg()}")
     print()
     extraction(pages[:2000], "benchmark site")
     docs = sorted(glob.glob("/usr/share/doc/python3.11/html/**/*.html", recursive=True))
     if docs:
         extraction([Path(p).read_bytes() for p in docs], "Python docs")
+
+
+TARGETS = {
+    "2 PG workers / 1 PG worker": (
+        "trawl crawl (2 workers, PostgreSQL)",
+        "trawl crawl (1 worker, PostgreSQL)",
+        1.5,
+    ),
+    "1 PG worker / 1 SQLite worker": (
+        "trawl crawl (1 worker, PostgreSQL)",
+        "trawl crawl (1 worker, SQLite)",
+        0.8,
+    ),
+    "1 SQLite worker / minimal loop": ("trawl crawl (1 worker, SQLite)", "minimal httpx+selectolax", 0.85),
+}
+
+
+def _rate(runs: list[dict[str, float]]) -> float:
+    return statistics.median(r["pages"] / r["elapsed_s"] for r in runs)
+
+
+def _peak(runs: list[dict[str, float]]) -> float:
+    return max(r["rss_mb"] for r in runs)
+
+
+def _run_all(
+    runners: dict[str, Callable[[BenchSite, int], dict[str, float]]], args: argparse.Namespace
+) -> tuple[dict[str, list[dict[str, float]]], list[bytes]]:
+    """Every runner ``--repeat`` times, interleaved, on one site; also the site's pages."""
+    results: dict[str, list[dict[str, float]]] = {name: [] for name in runners}
+    with BenchSite(args.hosts, args.pages_per_host) as site:
+        time.sleep(1.0)
+        print(f"site: {site.page_count} pages on {args.hosts} hosts; concurrency {args.concurrency}")
+        print(f"load average (1, 5, 15 min) before: {os.getloadavg()}")
+        for rep in range(args.repeat):
+            for name, run in runners.items():
+                outcome = run(site, args.concurrency)
+                results[name].append(outcome)
+                print(f"  rep {rep + 1} {name}: {outcome}", flush=True)
+        return results, list(site.pages.values())
+
+
+def _report(results: dict[str, list[dict[str, float]]]) -> None:
+    print()
+    print("| crawler | pages | pages/s (median) | CPU ms/page | peak RSS MB | vs minimal |")
+    print("|---|---|---|---|---|---|")
+    base = _rate(results["minimal httpx+selectolax"])
+    for name, runs in results.items():
+        rate = _rate(runs)
+        cpu = statistics.median(r["cpu_s"] * 1000 / r["pages"] for r in runs)
+        print(
+            f"| {name} | {int(runs[0]['pages'])} | {rate:.0f} | {cpu:.2f} | {_peak(runs):.0f} "
+            f"| {rate / base:.2f}× |"
+        )
+    print()
 
 
 if __name__ == "__main__":
