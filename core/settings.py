@@ -148,6 +148,11 @@ class CrawlSettings(BaseModel):
     recrawl_initial_s: float = Field(86_400, ge=0)
     recrawl_min_s: float = Field(3_600, ge=0)
     recrawl_max_s: float = Field(30 * 86_400, ge=0)
+    recrawl_budget: int = Field(1_000, ge=0)
+    """Due pages made pending per crawl round (each ``trawl crawl --recrawl``, each ``trawl
+    run`` round): the ones with the highest P(changed) x importance (``crawl.tiers``); the
+    rest stay due for the next round, so a large backlog cannot starve new URLs. A round
+    at the default concurrency fetches about this many in a minute. 0: every due page."""
     near_dup_max_distance: int = Field(3, ge=0, le=3)
     flush_every: int = Field(200, ge=1)
     """Results per commit: documents, edges and crawl state are written together."""

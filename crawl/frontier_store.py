@@ -25,6 +25,7 @@ from crawl.frontier import Batch, Feedback, Frontier, Lease
 from crawl.seen import SeenUrls
 from crawl.state import CrawlDb, HostHealth, HostState, NewUrl, UrlUpdate
 from crawl.state_pg import PgCrawlDb, is_postgres_url
+from crawl.tiers import Importance
 
 __all__ = ["CrawlStore", "FrontierApi", "is_postgres_url", "open_frontier", "open_store"]
 
@@ -44,7 +45,10 @@ class CrawlStore(Protocol):
     def status_counts(self) -> dict[str, int]: ...
     def load_robots(self, origin: str) -> tuple[int, str, float, float] | None: ...
     def save_robots(self, policy: Any) -> None: ...
-    def schedule_recrawl(self, now: float) -> int: ...
+    def schedule_recrawl(
+        self, now: float, *, budget: int | None = None, prior_s: float = 86_400.0,
+        importance: Importance = ({}, {}),
+    ) -> int: ...  # fmt: skip
     def apply(
         self,
         *,

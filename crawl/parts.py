@@ -32,17 +32,30 @@ from core.linkgraph import LinkGraphStore
 from core.settings import CrawlSettings
 from crawl.dedup import NearDupIndex
 from crawl.fetcher import Fetcher, make_client
-from crawl.frontier_store import FrontierApi, open_frontier, open_store
+from crawl.frontier_store import CrawlStore, FrontierApi, open_frontier, open_store
 from crawl.guard import AddressGuard, DnsCache, Resolver, system_resolver
 from crawl.parsing import ParsePool
 from crawl.seen import SeenUrls
 from crawl.state import CrawlDb
 from crawl.state_pg import PgCrawlDb
+from crawl.tiers import load_importance
 from crawl.warc import WarcSink
 
 logger = logging.getLogger(__name__)
 
 __all__ = ["CrawlerParts"]
+
+
+def schedule_recrawl(db: CrawlStore, layout: CrawlDir, settings: CrawlSettings) -> int:
+    """Make due pages pending again: ``settings.recrawl_budget`` of them, the best first.
+
+    Importance (PageRank, else inbound links) is read only when a budget has to choose.
+    """
+    if settings.recrawl_budget == 0:
+        return db.schedule_recrawl(time.time())
+    return db.schedule_recrawl(
+        time.time(), budget=settings.recrawl_budget, importance=load_importance(layout.root)
+    )
 
 
 @dataclass(frozen=True, slots=True)
@@ -91,7 +104,7 @@ class CrawlerParts:
             db = open_store(layout, s.frontier_url)
             undo.callback(db.close)
             if recrawl:
-                due = db.schedule_recrawl(time.time())
+                due = schedule_recrawl(db, layout, s)
                 logger.info("Recrawl: %d pages due", due)
             seen = SeenUrls(db)
             frontier = open_frontier(s, db, seen, count_existing_pages=not recrawl, worker_id=s.worker_id)
