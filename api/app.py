@@ -25,7 +25,7 @@ from api import metrics
 from api.docs import install_docs
 from api.errors import register_error_handlers
 from api.protection import ProtectionMiddleware
-from api.routes import admin, crawl, documents, experiments, health, search, web
+from api.routes import admin, crawl, documents, experiments, health, indexnow, search, web
 from core.settings import Settings
 from retrieval.search import SearchService
 
@@ -95,6 +95,7 @@ def create_app(settings: Settings, *, index_dir: Path, shard_urls: str | None = 
     app.include_router(web.router)
     app.mount("/static", web.static, name="static")
     app.include_router(crawl.router)
+    app.include_router(indexnow.router)
     install_docs(app)
     app.add_middleware(
         ProtectionMiddleware,

@@ -24,9 +24,13 @@ from core.errors import (
     BadClick,
     BadParameter,
     ConfigError,
+    CrawlDataMissing,
     DocumentNotFound,
     ExperimentsDisabled,
     IndexStateError,
+    PushKeyRejected,
+    PushThrottled,
+    PushUrlsRejected,
     QueryError,
     TrawlError,
     UnknownImpression,
@@ -45,6 +49,10 @@ HTTP_ERRORS: Mapping[type[TrawlError], tuple[int, str]] = {
     AdminDisabled: (403, "forbidden"),
     IndexStateError: (503, "index_unavailable"),
     ExperimentsDisabled: (503, "experiments_unavailable"),
+    CrawlDataMissing: (503, "crawl_data_unavailable"),
+    PushKeyRejected: (403, "key_not_valid"),
+    PushUrlsRejected: (422, "urls_not_of_host"),
+    PushThrottled: (429, "too_many_requests"),
 }
 
 

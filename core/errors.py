@@ -4,6 +4,7 @@
 
     TrawlError
     ├─ ConfigError                                          → 400 bad_request
+    │  └─ CrawlDataMissing                                  → 503 crawl_data_unavailable
     ├─ CrawlError ── FetchError(url, reason) · RobotsDenied · OutOfScope · TooLarge
     ├─ QueryError                                           → 400 bad_query
     │  ├─ BadParameter                                      → 400 bad_parameter
@@ -17,6 +18,10 @@
     ├─ IndexStateError                                      → 503 index_unavailable
     │  └─ ManifestError · ShardUnavailable
     ├─ ExperimentsDisabled                                  → 503 experiments_unavailable
+    ├─ PushRejected
+    │  ├─ PushKeyRejected                                   → 403 key_not_valid
+    │  ├─ PushUrlsRejected                                  → 422 urls_not_of_host
+    │  └─ PushThrottled                                     → 429 too_many_requests
     └─ ModelError ── ModelLoadError(path, reason)
 
 A subclass gets its nearest listed ancestor's status. The mapping itself is
@@ -37,6 +42,10 @@ class TrawlError(Exception):
 
 class ConfigError(TrawlError):
     """A setting or a command-line option has a value Trawl cannot use."""
+
+
+class CrawlDataMissing(ConfigError):
+    """An endpoint needs the crawl data directory (``api.crawl_data``), which is not configured."""
 
 
 class CrawlError(TrawlError):
@@ -137,6 +146,22 @@ class ShardUnavailable(IndexStateError):
 
 class ExperimentsDisabled(TrawlError):
     """Experiment logging is not enabled on this server."""
+
+
+class PushRejected(TrawlError):
+    """A site's change notification (IndexNow) was refused."""
+
+
+class PushKeyRejected(PushRejected):
+    """The site's key file is missing, unreachable, or does not contain the key."""
+
+
+class PushUrlsRejected(PushRejected):
+    """Notified URLs (or the key location) do not belong to the notifying host."""
+
+
+class PushThrottled(PushRejected):
+    """The host sent more notifications than it may in a minute."""
 
 
 class ModelError(TrawlError):

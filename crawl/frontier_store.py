@@ -49,6 +49,7 @@ class CrawlStore(Protocol):
         self, now: float, *, budget: int | None = None, prior_s: float = 86_400.0,
         importance: Importance = ({}, {}),
     ) -> int: ...  # fmt: skip
+    def push(self, inserts: Sequence[NewUrl], now: float) -> None: ...
     def apply(
         self,
         *,

@@ -534,6 +534,20 @@ class CrawlDb:
             self._conn.execute("COMMIT")
         return len(chosen)
 
+    def push(self, inserts: Sequence[NewUrl], now: float) -> None:
+        """Queue ``inserts`` ahead of the frontier: new URLs are added; known fetched pages
+        (``done``) become pending again at the given priority. Blocked, leased and failed
+        URLs are left alone (robots and operator blocks still hold)."""
+        with self._write_lock:
+            self._conn.execute("BEGIN")
+            self._conn.executemany(_INSERT_URL, [_params(n, now=now) for n in inserts])
+            self._conn.executemany(
+                "UPDATE urls SET status = 'pending', retries = 0, priority = ? "
+                "WHERE url = ? AND status = 'done'",
+                [(n.priority, n.url) for n in inserts],
+            )
+            self._conn.execute("COMMIT")
+
     def apply(
         self,
         *,

@@ -540,6 +540,18 @@ class PgCrawlDb:
                 )
         return len(chosen)
 
+    def push(self, inserts: Sequence[NewUrl], now: float) -> None:
+        """As ``CrawlDb.push``: new URLs added, known ``done`` pages pending again at the given priority."""
+        if not inserts:
+            return
+        with self._lock, self._conn.transaction(), self._conn.cursor() as cur:
+            _insert(cur, inserts, now)
+            cur.executemany(
+                "UPDATE urls SET status = 'pending', retries = 0, priority = %s "
+                "WHERE url = %s AND status = 'done'",
+                [(n.priority, n.url) for n in sorted(inserts, key=lambda n: n.url)],
+            )
+
     def insert_urls(self, inserts: Sequence[NewUrl], now: float) -> None:
         """New URLs (and their hosts) in one transaction; URLs the fleet already knows are skipped."""
         if not inserts:

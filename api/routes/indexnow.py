@@ -1,0 +1,202 @@
+"""``/indexnow``: sites tell Trawl which of their URLs changed (the IndexNow protocol).
+
+``GET /indexnow?url=U&key=K[&keyLocation=L]`` notifies one URL, ``POST /indexnow`` with
+``{"host", "key", "keyLocation"?, "urlList"}`` up to 10,000. The key (8–128 of
+``[a-zA-Z0-9-]``) proves the sender controls the host: ``{scheme}://{host}/{key}.txt``
+(or ``keyLocation`` on the same host) must answer 200 with a body containing the key.
+That file is fetched here, before anything is queued, through the crawler's own client
+and address guard (``crawl.fetcher.make_client``, ``crawl.guard``): loopback and private
+addresses only where the crawl settings allow them, a short timeout, a size cap, no
+redirects. So a notification is answered 200 only once verified and queued; never 202.
+
+Accepted URLs are queued in the crawl database ahead of everything the crawl found
+itself (``PUSH_PRIORITY``; known fetched pages become pending again), and the next
+crawl round (``trawl run``, ``trawl crawl``) fetches them under robots and politeness.
+
+Answers: 200 queued; 400 malformed (fields, URL, key format); 403 key not valid; 422 a
+URL or the key location not of the host; 429 over ``PER_HOST_PER_MINUTE``
+notifications from one host; 503 no crawl data directory configured.
+"""
+
+from __future__ import annotations
+
+import collections
+import re
+import threading
+import time
+from pathlib import Path
+from typing import Annotated, Any
+from urllib.parse import urlsplit
+
+import httpx
+from fastapi import APIRouter, Body, Query, Request
+from pydantic import BaseModel, Field
+
+from core.crawldir import CrawlDir
+from core.errors import (
+    CrawlDataMissing,
+    CrawlError,
+    PushKeyRejected,
+    PushThrottled,
+    PushUrlsRejected,
+    QueryError,
+)
+from core.settings import CrawlSettings
+from crawl.fetcher import make_client
+from crawl.frontier_store import open_store
+from crawl.guard import AddressGuard, DnsCache, system_resolver
+from crawl.state import NewUrl
+from crawl.urls import canonicalize_url, host_of
+
+router = APIRouter()
+
+PUSH_PRIORITY = 2.0
+"""Above every priority the crawl gives (seeds 1.0, links 1 / (1 + depth))."""
+PER_HOST_PER_MINUTE = 60
+MAX_URLS = 10_000
+KEY_FILE_BYTES = 64 * 1024
+KEY_FETCH_TIMEOUT_S = 5.0
+_KEY = re.compile(r"[a-zA-Z0-9-]{8,128}")
+
+
+class Notification(BaseModel):
+    host: str = Field(min_length=1, max_length=255)
+    key: str = Field(max_length=256)
+    keyLocation: str | None = Field(None, max_length=4096)  # noqa: N815 (the protocol's name)
+    urlList: list[str] = Field(min_length=1, max_length=MAX_URLS)  # noqa: N815
+
+
+class _Throttle:
+    """At most ``limit`` notifications per host in any 60 s window (one per process)."""
+
+    def __init__(self, limit: int) -> None:
+        self.limit = limit
+        self._seen: dict[str, collections.deque[float]] = {}
+        self._lock = threading.Lock()
+
+    def admit(self, host: str, now: float) -> None:
+        with self._lock:
+            times = self._seen.setdefault(host, collections.deque())
+            while times and times[0] <= now - 60:
+                times.popleft()
+            if len(times) >= self.limit:
+                raise PushThrottled(
+                    f"{host} sent {self.limit} notifications in the last minute; retry later."
+                )
+            times.append(now)
+
+
+_throttle = _Throttle(PER_HOST_PER_MINUTE)
+
+
+def _split_host(host: str) -> tuple[str, int | None]:
+    """``example.org`` or ``127.0.0.1:8080`` → (host name, port or None)."""
+    try:
+        parts = urlsplit(f"//{host.strip()}")
+        name, port = parts.hostname, parts.port
+    except ValueError as exc:
+        raise QueryError(f"host {host!r} is not a host name: {exc}") from None
+    if not name or parts.path or parts.query:
+        raise QueryError(f"host {host!r} is not a host name, like example.org.")
+    return name, port
+
+
+def _of_host(url: str, name: str, port: int | None) -> bool:
+    parts = urlsplit(url)
+    return parts.hostname == name and (port is None or parts.port == port)
+
+
+def _checked(host: str, key: str, key_location: str | None, urls: list[str]) -> tuple[list[str], str]:
+    """(canonical URLs, key file URL) of a well-formed notification; raises 400 or 422 errors."""
+    if not _KEY.fullmatch(key):
+        raise QueryError("The key must be 8 to 128 characters of a-z, A-Z, 0-9 and '-'.")
+    name, port = _split_host(host)
+    canonical = []
+    for url in urls:
+        found = canonicalize_url(url) if len(url) <= 4096 else ""
+        if not found:
+            raise QueryError(f"{url[:200]!r} is not an http(s) URL with a host.")
+        canonical.append(found)
+    foreign = [u for u in canonical if not _of_host(u, name, port)]
+    if foreign:
+        raise PushUrlsRejected(f"{len(foreign)} URL(s) are not of host {host}, e.g. {foreign[0][:200]!r}.")
+    if key_location:
+        location = canonicalize_url(key_location) if len(key_location) <= 4096 else ""
+        if not location:
+            raise QueryError(f"keyLocation {key_location[:200]!r} is not an http(s) URL.")
+        if not _of_host(location, name, port):
+            raise PushUrlsRejected(f"keyLocation {location[:200]!r} is not on host {host}.")
+        return canonical, location
+    first = urlsplit(canonical[0])
+    return canonical, f"{first.scheme}://{first.netloc}/{key}.txt"
+
+
+async def _verify_key(key_url: str, key: str, settings: CrawlSettings) -> None:
+    """Raise ``PushKeyRejected`` unless ``key_url`` answers 200 with ``key`` in its body."""
+    guard = AddressGuard(
+        DnsCache(system_resolver),
+        allow_loopback=settings.allow_loopback,
+        allow_private=settings.allow_private,
+        allowed_networks=settings.allowed_networks,
+    )
+    body = b""
+    try:
+        async with make_client(timeout_s=KEY_FETCH_TIMEOUT_S, max_connections=2, guard=guard) as client:
+            async with client.stream("GET", key_url, headers={"User-Agent": settings.user_agent}) as response:
+                if response.status_code != 200:
+                    raise PushKeyRejected(f"The key file {key_url} answered HTTP {response.status_code}.")
+                async for chunk in response.aiter_bytes():
+                    body += chunk
+                    if len(body) > KEY_FILE_BYTES:
+                        raise PushKeyRejected(f"The key file {key_url} is over {KEY_FILE_BYTES} bytes.")
+    except (httpx.HTTPError, CrawlError, OSError) as exc:
+        raise PushKeyRejected(f"The key file {key_url} could not be fetched: {type(exc).__name__}.") from None
+    if key not in body.decode("utf-8", "replace"):
+        raise PushKeyRejected(f"The key file {key_url} does not contain the key.")
+
+
+def _crawl_dir(request: Request) -> Path:
+    path = request.app.state.settings.api.crawl_data
+    if path is None:
+        raise CrawlDataMissing("IndexNow needs a crawl data directory; set TRAWL_API__CRAWL_DATA=DIR.")
+    return Path(path)
+
+
+async def _accept(
+    request: Request, host: str, key: str, key_location: str | None, urls: list[str]
+) -> dict[str, Any]:
+    path = _crawl_dir(request)
+    canonical, key_url = _checked(host, key, key_location, urls)
+    _throttle.admit(_split_host(host)[0], time.monotonic())
+    settings = request.app.state.settings.crawl
+    await _verify_key(key_url, key, settings)
+    unique = list(dict.fromkeys(canonical))
+    path.mkdir(parents=True, exist_ok=True)
+    db = open_store(CrawlDir(path), settings.frontier_url)
+    try:
+        db.push(
+            [NewUrl(url=u, host=host_of(u), depth=0, priority=PUSH_PRIORITY) for u in unique], time.time()
+        )
+    finally:
+        db.close()
+    return {"queued": len(unique)}
+
+
+@router.get("/indexnow", tags=["crawl"])
+async def notify_one(
+    request: Request,
+    url: Annotated[str, Query(min_length=1, max_length=4096)],
+    key: Annotated[str, Query(max_length=256)],
+    key_location: Annotated[str | None, Query(alias="keyLocation", max_length=4096)] = None,
+) -> dict[str, Any]:
+    """IndexNow: one changed URL; the key file is checked on the URL's own host."""
+    netloc = urlsplit(url).netloc if url.startswith(("http://", "https://")) else ""
+    if not netloc:
+        raise QueryError(f"{url[:200]!r} is not an http(s) URL with a host.")
+    return await _accept(request, netloc.rpartition("@")[2], key, key_location, [url])
+
+
+@router.post("/indexnow", tags=["crawl"])
+async def notify_many(request: Request, body: Annotated[Notification, Body()]) -> dict[str, Any]:
+    """IndexNow: up to 10,000 changed URLs of one host."""
+    return await _accept(request, body.host, body.key, body.keyLocation, body.urlList)

@@ -1,0 +1,158 @@
+"""``/indexnow``: a site on loopback proves its key; its URLs are queued ahead of the crawl's own."""
+
+from __future__ import annotations
+
+import functools
+import http.server
+import threading
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from fastapi.testclient import TestClient
+
+from api.app import create_app
+from api.routes.indexnow import PUSH_PRIORITY
+from core.crawldir import CrawlDir
+from core.settings import Settings
+from core.types import Document, doc_id_for
+from crawl.state import CrawlDb, NewUrl, Outcome, UrlStatus, UrlUpdate
+from retrieval.manifest import IndexRoot
+
+KEY = "a1b2c3d4-e5f6-trawl"
+
+
+@pytest.fixture(scope="module")
+def site(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    """A loopback site whose root holds ``{KEY}.txt`` and a key file elsewhere."""
+    root = tmp_path_factory.mktemp("indexnow-site")
+    (root / f"{KEY}.txt").write_text(KEY + "\n")
+    (root / "keys").mkdir()
+    (root / "keys" / "mine.txt").write_text(KEY)
+    handler = functools.partial(http.server.SimpleHTTPRequestHandler, directory=str(root))
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    yield f"127.0.0.1:{server.server_address[1]}"
+    server.shutdown()
+
+
+@pytest.fixture(scope="module")
+def index_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    root = IndexRoot(tmp_path_factory.mktemp("indexnow-index") / "index")
+    docs = [
+        Document(doc_id=doc_id_for(u), url=u, title="Page", body="indexnow page") for u in ["http://a.test/"]
+    ]
+    root.publish(root.build(docs, shards=1))
+    return root.root
+
+
+def _client(index_dir: Path, crawl_data: Path | None) -> TestClient:
+    settings = Settings.model_validate(
+        {
+            "api": {"crawl_data": str(crawl_data) if crawl_data else None, "rate_limit_per_s": 0},
+            "crawl": {"allow_loopback": True},
+            "search": {"use_vectors": False},
+        }
+    )
+    return TestClient(create_app(settings, index_dir=index_dir))
+
+
+def test_a_verified_key_queues_the_urls_at_top_priority(tmp_path: Path, index_dir: Path, site: str) -> None:
+    known = f"http://{site}/old.html"
+    db = CrawlDb(CrawlDir(tmp_path).db)
+    db.apply(inserts=[NewUrl(known, "127.0.0.1", 1, 0.5)], leases=[], updates=[], hosts=[], now=1.0)
+    done = UrlUpdate(known, UrlStatus.DONE, Outcome.INDEXED, 200, fetched=True, last_fetch=1.0)
+    db.apply(inserts=[], leases=[], updates=[done], hosts=[], now=1.0)
+    db.close()
+    new = [f"http://{site}/a.html", f"http://{site}/b.html"]
+    with _client(index_dir, tmp_path) as client:
+        post = client.post("/indexnow", json={"host": site, "key": KEY, "urlList": [*new, known]})
+        get = client.get("/indexnow", params={"url": f"http://{site}/c.html", "key": KEY})
+        located = client.post(
+            "/indexnow",
+            json={
+                "host": site,
+                "key": KEY,
+                "keyLocation": f"http://{site}/keys/mine.txt",
+                "urlList": new[:1],
+            },
+        )
+    assert (post.status_code, post.json()) == (200, {"queued": 3})
+    assert get.status_code == 200 and located.status_code == 200
+    db = CrawlDb(CrawlDir(tmp_path).db)
+    try:
+        for url in [*new, known, f"http://{site}/c.html"]:
+            row = db.row(url)
+            assert row is not None, url
+            assert (row["status"], row["priority"]) == ("pending", PUSH_PRIORITY)
+    finally:
+        db.close()
+
+
+def test_a_wrong_or_missing_key_file_is_403(tmp_path: Path, index_dir: Path, site: str) -> None:
+    with _client(index_dir, tmp_path) as client:
+        wrong = client.post(
+            "/indexnow", json={"host": site, "key": "not-the-key-1", "urlList": [f"http://{site}/"]}
+        )
+        elsewhere = client.get(
+            "/indexnow",
+            params={"url": f"http://{site}/x", "key": KEY, "keyLocation": f"http://{site}/nope.txt"},
+        )
+    assert (wrong.status_code, wrong.json()["error"]) == (403, "key_not_valid")
+    assert elsewhere.status_code == 403
+    assert not CrawlDir(tmp_path).db.exists() or CrawlDb(CrawlDir(tmp_path).db).count_urls() == 0
+
+
+def test_urls_of_another_host_are_422(tmp_path: Path, index_dir: Path, site: str) -> None:
+    with _client(index_dir, tmp_path) as client:
+        foreign = client.post(
+            "/indexnow", json={"host": site, "key": KEY, "urlList": [f"http://{site}/", "http://other.test/"]}
+        )
+        location = client.post(
+            "/indexnow",
+            json={
+                "host": site,
+                "key": KEY,
+                "keyLocation": "http://other.test/k.txt",
+                "urlList": [f"http://{site}/"],
+            },
+        )
+    assert (foreign.status_code, foreign.json()["error"]) == (422, "urls_not_of_host")
+    assert location.status_code == 422
+
+
+@pytest.mark.parametrize(
+    "body",
+    [
+        {"host": "h.test", "key": "short", "urlList": ["http://h.test/"]},
+        {"host": "h.test", "key": "has spaces in it", "urlList": ["http://h.test/"]},
+        {"host": "h.test", "key": KEY, "urlList": []},
+        {"host": "h.test", "key": KEY, "urlList": ["ftp://h.test/file"]},
+        {"key": KEY, "urlList": ["http://h.test/"]},
+    ],
+)
+def test_malformed_notifications_are_400(tmp_path: Path, index_dir: Path, body: dict[str, object]) -> None:
+    with _client(index_dir, tmp_path) as client:
+        r = client.post("/indexnow", json=body)
+        bad_get = client.get("/indexnow", params={"url": "not a url", "key": KEY})
+    assert r.status_code == 400, r.json()
+    assert bad_get.status_code == 400
+
+
+def test_without_crawl_data_it_is_503(index_dir: Path, site: str) -> None:
+    with _client(index_dir, None) as client:
+        r = client.post("/indexnow", json={"host": site, "key": KEY, "urlList": [f"http://{site}/"]})
+    assert (r.status_code, r.json()["error"]) == (503, "crawl_data_unavailable")
+
+
+def test_a_host_over_its_rate_is_429(
+    tmp_path: Path, index_dir: Path, site: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from api.routes import indexnow
+
+    monkeypatch.setattr(indexnow, "_throttle", indexnow._Throttle(2))
+    body = {"host": site, "key": KEY, "urlList": [f"http://{site}/"]}
+    with _client(index_dir, tmp_path) as client:
+        codes = [client.post("/indexnow", json=body).status_code for _ in range(3)]
+    assert codes == [200, 200, 429]
