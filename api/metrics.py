@@ -13,12 +13,16 @@ from typing import TYPE_CHECKING
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
 
+from retrieval import freshness_metrics
+
 if TYPE_CHECKING:
     from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
     from core.types import SearchResponse
 
 REGISTRY = CollectorRegistry(auto_describe=True)
+for _freshness in freshness_metrics.COLLECTORS:  # an indexer in this process (``trawl run`` metrics)
+    REGISTRY.register(_freshness)
 
 REQUESTS = Counter(
     "trawl_http_requests_total",

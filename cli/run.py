@@ -33,12 +33,19 @@ def run_command(
     delay: Annotated[
         float | None, typer.Option("--delay", min=0, help="Minimum seconds between requests to a host.")
     ] = None,
+    metrics_port: Annotated[
+        int | None,
+        typer.Option("--metrics-port", min=0, help="Serve freshness metrics (Prometheus) on 127.0.0.1:PORT."),
+    ] = None,
 ) -> None:
     """Crawl new URLs and due recrawls without end while an incremental indexer applies every
     crawl batch to the serving generation. SIGINT/SIGTERM stop gracefully; after SIGKILL
     a restart resumes both where they were.
 
     Example: trawl run http://127.0.0.1:8000/ --data data/crawl --index data/index --allow-loopback
+
+    With --metrics-port: trawl_crawl_to_searchable_seconds (histogram), trawl_unindexed_backlog,
+    trawl_deletions_applied_total.
     """
     from crawl.continuous import ContinuousCrawl
     from retrieval.incremental import IncrementalIndexer, follow
@@ -52,6 +59,13 @@ def run_command(
     crawl_settings = settings.crawl.model_copy(update=updates)
     crawl = ContinuousCrawl(data, crawl_settings, seeds=seeds)
     indexer = IncrementalIndexer(data, index, shards=shards, embed=settings.embed)
+    if metrics_port is not None:
+        from prometheus_client import start_http_server
+
+        from retrieval.freshness_metrics import REGISTRY
+
+        start_http_server(metrics_port, addr="127.0.0.1", registry=REGISTRY)
+        console.print(f"freshness metrics on http://127.0.0.1:{metrics_port}/metrics")
     stop = threading.Event()
     failure: list[BaseException] = []
 

@@ -51,7 +51,7 @@ from core.deletions import DeletionLog, Removal, is_removed
 from core.docstore import MANIFEST, DocStore
 from core.linkgraph import LinkGraphStore, anchors_by_target
 from core.types import DocId, Document
-from retrieval import layout
+from retrieval import freshness_metrics, layout
 from retrieval.build import shard_of
 from retrieval.docs_source import MAX_ANCHORS_PER_DOC, crawled_documents, page_ranks, title_suffixes_by_host
 from retrieval.freshness import FreshnessLog
@@ -258,6 +258,7 @@ class IncrementalIndexer:
         doc_segments = Cursor.pending(self.docstore.segments(), cursor.docs)
         removal_segments = Cursor.pending(self.deletions.segments(), cursor.removals)
         if not doc_segments and not removal_segments:
+            freshness_metrics.BACKLOG.set(0)
             return None
         removed = self._removals()
         latest: dict[DocId, Document] = {}
@@ -275,6 +276,7 @@ class IncrementalIndexer:
                 held_removal = removed.get(removal.doc_id)
                 if held_removal is None or removal.at >= held_removal.at:
                     removed[removal.doc_id] = removal
+        freshness_metrics.BACKLOG.set(rows)
         to_index = [d for d in latest.values() if not is_removed(d, removed.get(d.doc_id))]
         to_delete = {d.doc_id for d in latest.values() if is_removed(d, removed.get(d.doc_id))}
         # A removal newer than everything indexed of its document takes it out.
@@ -292,6 +294,10 @@ class IncrementalIndexer:
             published_at=now,
         )
         cursor.advanced(doc_segments, removal_segments).write(path)
+        for doc in to_index:
+            if doc.fetched_at:
+                freshness_metrics.LAG.observe(max(0.0, now - doc.fetched_at))
+        freshness_metrics.DELETIONS.inc(len(applied))
         report = StepReport(generation, len(to_index), len(to_delete), rows, time.perf_counter() - started)
         logger.info(
             "generation %s: %d indexed, %d removed in %.2f s", generation, report.indexed, report.removed,
