@@ -293,6 +293,14 @@ def inspect_page(
     return templates.TemplateResponse(request, "inspect.html", context, status_code=status)
 
 
+def _host_cell(name: str, value: Any) -> tuple[str, bool]:
+    """(text, numeric) for one cell of the hosts table. The host name is the row's key, shown
+    as is (``readable`` hides it on pages that name the host elsewhere); an empty count is 0."""
+    if name == "host":
+        return str(value), False
+    return readable(name, value) or "0", isinstance(value, int | float)
+
+
 @router.get("/hosts", response_class=HTMLResponse)
 def hosts_page(request: Request) -> HTMLResponse:
     from crawl.host_health import host_health
@@ -303,7 +311,7 @@ def hosts_page(request: Request) -> HTMLResponse:
         context["error"] = "No crawl data directory is configured (TRAWL_API__CRAWL_DATA)."
     else:
         context["hosts"] = [
-            [(readable(name, value) or "0", isinstance(value, int | float)) for name, value in row.items()]
+            [_host_cell(name, value) for name, value in row.items()]
             for row in (
                 {name: getattr(h, name) for name in HOST_COLUMNS} for h in host_health(Path(crawl_data))
             )
