@@ -28,7 +28,7 @@ from core.errors import ShardUnavailable
 from core.types import DocId, Query
 from retrieval.forward import QueryTerms, ShardFeatures, shard_features
 from retrieval.hybrid import Candidate, merge_shards, shard_candidates
-from retrieval.lexical import LexicalShard, StoredDoc
+from retrieval.lexical import DF_CACHE_TERMS, LexicalShard, StoredDoc, stat_terms
 from retrieval.stats import CorpusStats
 from retrieval.vector import VectorShard
 
@@ -208,6 +208,9 @@ class Broker:
             phase: [LatencyTracker() for _ in self.shards] for phase in ("stats", "candidates", "fetch")
         }
         self._num_docs: int | None = None
+        self._df: dict[str, dict[tuple[str, str], int]] = {}
+        """Per analysed term, its collection-wide (field, term) frequencies: a broker serves one
+        opened generation (an update reopens it with a new broker), so they never change."""
         self._inline = all(len(r) == 1 and isinstance(r[0], LocalShard) for r in self.shards)
         self._pools: list[list[ThreadPoolExecutor]] = (
             []
@@ -354,13 +357,30 @@ class Broker:
         return dict.fromkeys(range(len(self.shards)), fn)
 
     def stats(self, query: Query, deadline: float) -> CorpusStats | None:
-        """Collection-wide N and df for ``query`` (None with a single shard)."""
+        """Collection-wide N and df for ``query`` (None with a single shard).
+
+        Asked of the shards only for terms not seen before: a query of known terms skips
+        the statistics round trip.
+        """
         if len(self.shards) == 1:
             return None
+        terms = stat_terms(query)
+        known = self._df
+        cached = [known.get(t) for t in terms]
+        if all(c is not None for c in cached):
+            return CorpusStats(self.num_docs, {k: v for c in cached if c is not None for k, v in c.items()})
         parts, _ = self._fan_out(
             self._everywhere(lambda s, t: s.doc_freqs(query, timeout_s=t)), deadline, phase="stats"
         )
-        return CorpusStats.merge(self.num_docs, list(parts.values()))
+        stats = CorpusStats.merge(self.num_docs, list(parts.values()))
+        if len(parts) == len(self.shards):  # a shard that did not answer would undercount
+            by_term: dict[str, dict[tuple[str, str], int]] = {t: {} for t in terms}
+            for key, value in stats.doc_freq.items():
+                by_term.setdefault(key[1], {})[key] = value
+            if len(known) + len(by_term) > DF_CACHE_TERMS:
+                known.clear()
+            known.update(by_term)
+        return stats
 
     def gather(
         self,

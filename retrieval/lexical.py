@@ -16,6 +16,7 @@ import shutil
 from collections import Counter
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
+from functools import lru_cache
 from pathlib import Path
 from types import TracebackType
 from typing import Any, Self
@@ -39,6 +40,23 @@ TEXT_FIELDS: tuple[str, ...] = ("title", "headings", "body", "anchors")
 MAX_HEADINGS_CHARS = 20_000
 MAX_BODY_CHARS = 1_000_000
 """Body text past this is neither indexed nor stored: a search page is not an archive."""
+DF_CACHE_TERMS = 100_000
+"""(field, term) document frequencies a shard keeps; past this the cache starts over."""
+
+
+@lru_cache(maxsize=8192)
+def analysed(text: str) -> tuple[str, ...]:
+    """:func:`analyze` of a piece of query text, memoised: a query's words are analysed by the
+    broker, each shard (statistics, query, per-field scores) and the snippets alike."""
+    return tuple(analyze(text))
+
+
+def stat_terms(query: Query) -> frozenset[str]:
+    """Every analysed term whose document frequency scores ``query`` (phrases and synonyms too)."""
+    terms: set[str] = set()
+    for text in (*query.terms, *query.phrases, *(text for text, _ in query.expansions)):
+        terms.update(analysed(text))
+    return frozenset(terms)
 
 
 @dataclass(frozen=True, slots=True)
@@ -367,6 +385,8 @@ class LexicalShard:
         # A field no document has contributes nothing; skipping it halves query work on
         # collections without headings or anchors.
         self._live_fields = frozenset(f for f in TEXT_FIELDS if nonempty.get(f, 1) > 0)
+        self._local_n = int(self._searcher.num_docs)
+        self._df: dict[tuple[str, str], int] = {}
         self.forward = ForwardIndex.open_if_present(forward_dir(self.path))
         """The shard's forward index (None in an index built before it existed: features then
         come from the stored documents, see :func:`write_forward_index`)."""
@@ -378,22 +398,26 @@ class LexicalShard:
 
     def doc_freqs(self, query: Query) -> dict[tuple[str, str], int]:
         """Local document frequency of every (field, term) the query scores with."""
-        terms = set(self.scoring_terms(query))
-        for text in (*query.phrases, *(text for text, _ in query.expansions)):
-            terms.update(analyze(text))
-        return {
-            (f, t): int(self._searcher.doc_freq(f, t))
-            for f in TEXT_FIELDS
-            if f in self._live_fields
-            for t in terms
-        }
+        terms = stat_terms(query)
+        return {(f, t): self.doc_freq(f, t) for f in TEXT_FIELDS if f in self._live_fields for t in terms}
+
+    def doc_freq(self, field: str, term: str) -> int:
+        """Documents of this shard with ``term`` in ``field``, cached: the searcher never changes
+        (an updated generation is opened as a new shard), and building one query asks for the
+        same frequency once per field boost, per-field score and statistics request."""
+        key = (field, term)
+        df = self._df.get(key)
+        if df is None:
+            if len(self._df) >= DF_CACHE_TERMS:
+                self._df = {}
+            df = self._df[key] = int(self._searcher.doc_freq(field, term))
+        return df
 
     def _idf_ratio(self, stats: CorpusStats | None, field: str, terms: Sequence[str]) -> float:
         """Boost turning this shard's idf into the collection's (1.0 without stats)."""
         if stats is None:
             return 1.0
-        local_n = int(self._searcher.num_docs)
-        local = sum(bm25_idf(local_n, int(self._searcher.doc_freq(field, t))) for t in terms)
+        local = sum(bm25_idf(self._local_n, self.doc_freq(field, t)) for t in terms)
         return sum(stats.idf(field, t) for t in terms) / local if local > 0 else 1.0
 
     # -- query building -------------------------------------------------------------
@@ -426,7 +450,7 @@ class LexicalShard:
         if query.filetype:
             clauses.append((tantivy.Occur.Must, zero(self._term("filetype", query.filetype), 0.0)))
         for item in query.excluded:
-            tokens = analyze(item)
+            tokens = analysed(item)
             if tokens:
                 live = [f for f in TEXT_FIELDS if f in self._live_fields]
                 clauses.append((tantivy.Occur.MustNot, self._in_any_field(tokens, live)))
@@ -436,7 +460,7 @@ class LexicalShard:
         """Analysed positive terms with their query frequency (phrase words included)."""
         counts: Counter[str] = Counter()
         for text in (*query.terms, *query.phrases):
-            counts.update(analyze(text))
+            counts.update(analysed(text))
         return counts
 
     def build_query(
@@ -457,7 +481,7 @@ class LexicalShard:
                 should.append((tantivy.Occur.Should, q))
         for text, share in query.expansions:
             # A synonym weighs ``share`` of what the term itself would (Query.expansions).
-            tokens = analyze(text)
+            tokens = analysed(text)
             if len(tokens) == 1:
                 for field, boost in boosts.items():
                     weight = share * boost * self._idf_ratio(stats, field, tokens)
@@ -472,7 +496,7 @@ class LexicalShard:
         if should:
             clauses.append((tantivy.Occur.Must, tantivy.Query.boolean_query(should)))
         for phrase in query.phrases:
-            tokens = analyze(phrase)
+            tokens = analysed(phrase)
             if tokens and boosts:
                 clauses.append((tantivy.Occur.Must, self._in_any_field(tokens, list(boosts), stats)))
         has_positive = bool(clauses)

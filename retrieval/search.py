@@ -40,12 +40,11 @@ from retrieval.cursor import Cursor, CursorCodec
 from retrieval.generation import Generation, GenerationSet
 from retrieval.hybrid import Candidate
 from retrieval.layout import vocabulary_file
-from retrieval.lexical import StoredDoc
+from retrieval.lexical import StoredDoc, analysed
 from retrieval.ranking import Bm25Stage, ConvexStage, DenseStage, RankContext, RankStage, RrfStage
 from retrieval.snippets import SnippetMatcher, make_snippet
 from retrieval.spelling import SpellerCache
 from retrieval.synonyms import Synonyms
-from retrieval.tokenizer import analyze
 
 logger = logging.getLogger(__name__)
 
@@ -83,9 +82,9 @@ def normalized(query: Query) -> tuple[object, ...]:
     ``Heat  Transfer`` and ``heat transfer`` share a cache entry; word order of free
     terms does not matter to any ranker, so it does not split entries either.
     """
-    terms = tuple(sorted(Counter(t for text in query.terms for t in analyze(text)).items()))
-    phrases = tuple(sorted(" ".join(analyze(p)) for p in query.phrases))
-    excluded = tuple(sorted(" ".join(analyze(e)) for e in query.excluded))
+    terms = tuple(sorted(Counter(t for text in query.terms for t in analysed(text)).items()))
+    phrases = tuple(sorted(" ".join(analysed(p)) for p in query.phrases))
+    excluded = tuple(sorted(" ".join(analysed(e)) for e in query.excluded))
     return (terms, phrases, excluded, query.site, query.lang, query.filetype)
 
 
@@ -510,7 +509,7 @@ class SearchService:
         stored = self._fetch(generation, [ranked.candidates[h.doc_id] for h in page_hits], ranked.stored)
         positive = (*query.terms, *query.phrases)
         matcher = SnippetMatcher(
-            {t for text in positive for t in analyze(text)}, [w for t in positive for w in t.split()]
+            {t for text in positive for t in analysed(text)}, [w for t in positive for w in t.split()]
         )
         hits: list[Hit] = []
         kept_hashes: list[int] = []
