@@ -409,10 +409,7 @@ def shard_features(forward: ForwardIndex, terms: QueryTerms, doc_ids: Sequence[D
     # Title then body prefix of every candidate, one after another.
     t_tok, t_seg = gathered["title"]
     b_tok, b_seg = gathered["body"]
-    seg = np.concatenate([t_seg, b_seg])
-    order = np.argsort(seg, kind="stable")
-    text = np.concatenate([t_tok, b_tok])[order]
-    seg = seg[order]
+    text, seg = _title_then_body(t_tok, t_seg, b_tok, b_seg, n)
     same_next = seg[1:] == seg[:-1]
     if terms.phrases:
         found = np.zeros(n, dtype=np.float64)
@@ -458,6 +455,30 @@ def shard_features(forward: ForwardIndex, terms: QueryTerms, doc_ids: Sequence[D
         term_hash=np.asarray(forward.term_hashes[local], dtype=np.uint64),
         term_tf=counts.astype(np.int64),
     )
+
+
+def _title_then_body(
+    t_tok: NDArray[np.int64],
+    t_seg: NDArray[np.int64],
+    b_tok: NDArray[np.int64],
+    b_seg: NDArray[np.int64],
+    n: int,
+) -> tuple[NDArray[np.int64], NDArray[np.int64]]:
+    """Each candidate's title tokens then its body tokens, candidates one after another.
+
+    Both inputs are already grouped by candidate, so every token's place is known: a
+    scatter, not a sort of the concatenation.
+    """
+    t_len = np.bincount(t_seg, minlength=n)
+    b_len = np.bincount(b_seg, minlength=n)
+    both = t_len + b_len
+    start = np.cumsum(both) - both
+    text = np.empty(int(both.sum()), dtype=np.int64)
+    t_dst = start[t_seg] + np.arange(len(t_tok)) - (np.cumsum(t_len) - t_len)[t_seg]
+    b_dst = start[b_seg] + t_len[b_seg] + np.arange(len(b_tok)) - (np.cumsum(b_len) - b_len)[b_seg]
+    text[t_dst] = t_tok
+    text[b_dst] = b_tok
+    return text, np.repeat(np.arange(n, dtype=np.int64), both)
 
 
 def _phrase_found(

@@ -215,12 +215,14 @@ def merge_shards(
         if lr is None and vr is None and (k_lexical is not None or k_vector is not None):
             continue
         out.append(
-            replace(
-                c,
-                lexical_rank=lr,
-                vector_rank=vr,
-                bm25=c.bm25 if lr is not None else None,
-                cosine=c.cosine if (vr is not None or lr is not None) else None,
+            Candidate(
+                c.doc_id,
+                c.shard_id,
+                c.bm25 if lr is not None else None,
+                c.cosine if (vr is not None or lr is not None) else None,
+                lr,
+                vr,
+                c.field_bm25,
             )
         )
     return out

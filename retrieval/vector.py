@@ -82,6 +82,7 @@ class VectorShard:
             if doc != _DELETED:
                 self._doc_rows.setdefault(doc, []).append(row)
         self._exact: tuple[NDArray[np.float32], NDArray[np.intp], NDArray[np.int64]] | None = None
+        self._by_doc: tuple[NDArray[np.float32], NDArray[np.intp], NDArray[np.int64]] | None = None
 
     @classmethod
     def from_settings(cls, s: EmbedSettings, *, dim: int, model_id: str, capacity: int = 1024) -> Self:
@@ -164,17 +165,21 @@ class VectorShard:
         k_rows = min(live, max(2 * k, k + 16))
         while True:
             labels, distances = self._knn(query, k_rows)
-            best: dict[int, float] = {}
-            for label, distance in zip(labels.tolist(), distances.tolist(), strict=True):
-                doc = int(self._labels[label])
-                score = 1.0 - float(distance)
-                if doc != _DELETED and score > best.get(doc, -2.0):
-                    best[doc] = score
+            docs = self._labels[labels]
+            scores = 1.0 - distances.astype(np.float64)
+            keep = docs != _DELETED
+            docs, scores = docs[keep], scores[keep]
+            # Best first, ties by doc id; a document's first row in that order is its best passage.
+            order = np.lexsort((docs, -scores))
+            _, first = np.unique(docs[order], return_index=True)
+            best = order[np.sort(first)]
             if len(best) >= k or k_rows >= live:
                 break
             k_rows = min(live, 2 * k_rows)
-        ranked = sorted(best.items(), key=lambda item: (-item[1], item[0]))[:k]
-        return [ScoredDoc(DocId(doc), score) for doc, score in ranked]
+        return [
+            ScoredDoc(DocId(doc), score)
+            for doc, score in zip(docs[best[:k]].tolist(), scores[best[:k]].tolist(), strict=True)
+        ]
 
     def _knn(self, query: NDArray[np.float32], k_rows: int) -> tuple[NDArray[np.int64], NDArray[np.float32]]:
         ef = max(self.ef, k_rows)
@@ -192,12 +197,26 @@ class VectorShard:
         return labels[0], distances[0]
 
     def _exact_matrix(self) -> tuple[NDArray[np.float32], NDArray[np.intp], NDArray[np.int64]]:
+        """(live passage vectors, the document index of each, the sorted document ids)."""
         if self._exact is None:
             live = np.flatnonzero(self._labels != _DELETED)
             matrix = np.asarray(self._index.get_items(live, return_type="numpy"), dtype=np.float32)
             docs, group = np.unique(self._labels[live], return_inverse=True)
-            self._exact = (matrix.reshape(len(live), self.dim), group.astype(np.intp), docs)
+            self._exact = (matrix.reshape(len(live), self.dim), group.astype(np.intp).ravel(), docs)
+            self._by_doc = None
         return self._exact
+
+    def _rows_by_doc(
+        self,
+    ) -> tuple[NDArray[np.float32], NDArray[np.intp], NDArray[np.int64], NDArray[np.int64]]:
+        """The exact matrix with its rows grouped by document: (matrix, row order, docs, group starts)."""
+        matrix, group, docs = self._exact_matrix()
+        by_doc = self._by_doc
+        if by_doc is None or by_doc[0] is not matrix:
+            order = np.argsort(group, kind="stable")
+            starts = np.searchsorted(group[order], np.arange(len(docs) + 1)).astype(np.int64)
+            by_doc = self._by_doc = (matrix, order, starts)
+        return matrix, by_doc[1], docs, by_doc[2]
 
     def search_exact(self, vector: NDArray[np.float32], k: int) -> list[ScoredDoc]:
         """Exact top-``k`` by brute force: the reference for ``ann_recall``."""
@@ -216,21 +235,24 @@ class VectorShard:
         """Exact cosine (best passage) of the given documents; absent ones are left out.
 
         Lets the ranker see the cosine of lexical candidates that missed the vector top-k.
+        One gather of the documents' rows from the cached exact matrix, one matrix product,
+        one segmented max: reading vectors back from hnswlib per query cost more than the
+        whole lexical search.
         """
-        query = np.asarray(vector, dtype=np.float32)
-        present = [(doc, self._doc_rows[int(doc)]) for doc in doc_ids if self._doc_rows.get(int(doc))]
-        if not present:
+        if not doc_ids:
             return {}
-        # One batched read of every passage vector, one matrix product, then max per document.
-        labels = [label for _, rows in present for label in rows]
-        items = np.asarray(self._index.get_items(labels, return_type="numpy"), dtype=np.float32)
-        sims = items.reshape(len(labels), self.dim) @ query
-        out: dict[DocId, float] = {}
-        start = 0
-        for doc, rows in present:
-            out[doc] = float(np.max(sims[start : start + len(rows)]))
-            start += len(rows)
-        return out
+        matrix, order, docs, starts = self._rows_by_doc()
+        if len(docs) == 0:
+            return {}
+        wanted = np.asarray([int(d) for d in doc_ids], dtype=np.int64)
+        at = np.minimum(np.searchsorted(docs, wanted), len(docs) - 1)
+        found = docs[at] == wanted
+        at, wanted = at[found], wanted[found]
+        lengths = starts[at + 1] - starts[at]
+        rows = order[np.repeat(starts[at] - np.cumsum(lengths) + lengths, lengths) + np.arange(lengths.sum())]
+        sims = matrix[rows] @ np.asarray(vector, dtype=np.float32)
+        best = np.maximum.reduceat(sims, np.cumsum(lengths) - lengths) if len(sims) else sims
+        return {DocId(d): s for d, s in zip(wanted.tolist(), best.astype(np.float64).tolist(), strict=True)}
 
     # -- persistence ---------------------------------------------------------------------
 
