@@ -49,7 +49,7 @@ HTTP_ERRORS: Mapping[type[TrawlError], tuple[int, str]] = {
     AdminDisabled: (403, "forbidden"),
     IndexStateError: (503, "index_unavailable"),
     ExperimentsDisabled: (503, "experiments_unavailable"),
-    CrawlDataMissing: (503, "crawl_data_unavailable"),
+    CrawlDataMissing: (404, "not_enabled"),
     PushKeyRejected: (403, "key_not_valid"),
     PushUrlsRejected: (422, "urls_not_of_host"),
     PushThrottled: (429, "too_many_requests"),

@@ -4,7 +4,7 @@
 
     TrawlError
     ├─ ConfigError                                          → 400 bad_request
-    │  └─ CrawlDataMissing                                  → 503 crawl_data_unavailable
+    │  └─ CrawlDataMissing                                  → 404 not_enabled
     ├─ CrawlError ── FetchError(url, reason) · RobotsDenied · OutOfScope · TooLarge
     ├─ QueryError                                           → 400 bad_query
     │  ├─ BadParameter                                      → 400 bad_parameter
@@ -45,7 +45,10 @@ class ConfigError(TrawlError):
 
 
 class CrawlDataMissing(ConfigError):
-    """An endpoint needs the crawl data directory (``api.crawl_data``), which is not configured."""
+    """An endpoint needs the crawl data directory (``api.crawl_data``), which is not configured.
+
+    A public endpoint that a deployment does not offer (IndexNow without a crawl to feed) is
+    404, not 503: nothing will change by retrying, and a 5xx would read as a fault."""
 
 
 class CrawlError(TrawlError):

@@ -15,7 +15,7 @@ crawl round (``trawl run``, ``trawl crawl``) fetches them under robots and polit
 
 Answers: 200 queued; 400 malformed (fields, URL, key format); 403 key not valid; 422 a
 URL or the key location not of the host; 429 over ``PER_HOST_PER_MINUTE``
-notifications from one host; 503 no crawl data directory configured.
+notifications from one host; 404 when no crawl data directory is configured (not offered).
 """
 
 from __future__ import annotations
@@ -32,6 +32,7 @@ import httpx
 from fastapi import APIRouter, Body, Query, Request
 from pydantic import BaseModel, Field
 
+from api.schemas import ErrorModel
 from core.crawldir import CrawlDir
 from core.errors import (
     CrawlDataMissing,
@@ -158,7 +159,9 @@ async def _verify_key(key_url: str, key: str, settings: CrawlSettings) -> None:
 def _crawl_dir(request: Request) -> Path:
     path = request.app.state.settings.api.crawl_data
     if path is None:
-        raise CrawlDataMissing("IndexNow needs a crawl data directory; set TRAWL_API__CRAWL_DATA=DIR.")
+        raise CrawlDataMissing(
+            "IndexNow is not enabled here: it needs a crawl data directory (TRAWL_API__CRAWL_DATA=DIR)."
+        )
     return Path(path)
 
 
@@ -182,7 +185,11 @@ async def _accept(
     return {"queued": len(unique)}
 
 
-@router.get("/indexnow", tags=["crawl"])
+@router.get(
+    "/indexnow",
+    tags=["crawl"],
+    responses={404: {"model": ErrorModel, "description": "IndexNow is not enabled (no crawl data)."}},
+)
 async def notify_one(
     request: Request,
     url: Annotated[str, Query(min_length=1, max_length=4096)],
@@ -196,7 +203,11 @@ async def notify_one(
     return await _accept(request, netloc.rpartition("@")[2], key, key_location, [url])
 
 
-@router.post("/indexnow", tags=["crawl"])
+@router.post(
+    "/indexnow",
+    tags=["crawl"],
+    responses={404: {"model": ErrorModel, "description": "IndexNow is not enabled (no crawl data)."}},
+)
 async def notify_many(request: Request, body: Annotated[Notification, Body()]) -> dict[str, Any]:
     """IndexNow: up to 10,000 changed URLs of one host."""
     return await _accept(request, body.host, body.key, body.keyLocation, body.urlList)

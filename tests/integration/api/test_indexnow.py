@@ -140,10 +140,10 @@ def test_malformed_notifications_are_400(tmp_path: Path, index_dir: Path, body: 
     assert bad_get.status_code == 400
 
 
-def test_without_crawl_data_it_is_503(index_dir: Path, site: str) -> None:
+def test_without_crawl_data_it_is_not_offered(index_dir: Path, site: str) -> None:
     with _client(index_dir, None) as client:
         r = client.post("/indexnow", json={"host": site, "key": KEY, "urlList": [f"http://{site}/"]})
-    assert (r.status_code, r.json()["error"]) == (503, "crawl_data_unavailable")
+    assert (r.status_code, r.json()["error"]) == (404, "not_enabled")
 
 
 def test_a_host_over_its_rate_is_429(
