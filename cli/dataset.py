@@ -18,7 +18,10 @@ from rich.table import Table
 __all__ = ["dataset_app"]
 
 dataset_app = typer.Typer(
-    help="Build judged collections.\n\nExample: trawl dataset from-crawl --data data/demo/crawl --out data/pydocs-qrels",
+    help=(
+        "Build judged collections.\n\n"
+        "Example: trawl dataset from-crawl --data data/demo/crawl --out data/pydocs-qrels"
+    ),
     no_args_is_help=True,
 )
 console = Console(stderr=True)

@@ -19,7 +19,10 @@ from core.settings import Settings
 
 console = Console(stderr=True)
 shard_app = typer.Typer(
-    help="Run one shard as its own process.\n\nExample: trawl shard serve --index data/index --shard 0 --port 9001",
+    help=(
+        "Run one shard as its own process.\n\n"
+        "Example: trawl shard serve --index data/index --shard 0 --port 9001"
+    ),
     no_args_is_help=True,
 )
 

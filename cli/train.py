@@ -9,6 +9,7 @@ Example::
 
 from __future__ import annotations
 
+import functools
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -36,7 +37,10 @@ __all__ = ["train_app"]
 
 console = Console(stderr=True)
 train_app = typer.Typer(
-    help="Train ranking models.\n\nExample: trawl train ltr --dataset ../shared/data/eval/cranfield --out models/ltr",
+    help=(
+        "Train ranking models.\n\n"
+        "Example: trawl train ltr --dataset ../shared/data/eval/cranfield --out models/ltr"
+    ),
     no_args_is_help=True,
 )
 
@@ -94,7 +98,7 @@ def train_ltr_command(
                     root,
                     settings,
                     depth=depth,
-                    on_progress=lambda done, total, what=what: on_progress(what, done, total),
+                    on_progress=functools.partial(on_progress, what),
                 )
                 console.print(f"{root.name}: {frame.height:,} feature rows → {path}")
     with progress:

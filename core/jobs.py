@@ -64,7 +64,7 @@ class JobEngine:
         if chosen not in ENGINES:
             raise ConfigError(f"--engine {chosen!r}: choose one of {', '.join(ENGINES)}")
         return cls(
-            engine=chosen,  # type: ignore[arg-type]
+            engine=chosen,
             address=address if address is not None else settings.ray_address,
             num_cpus=settings.ray_num_cpus,
             object_store_mb=settings.ray_object_store_mb,

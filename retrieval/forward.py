@@ -239,7 +239,8 @@ class ForwardIndex:
         self.langs: tuple[str, ...] = tuple(manifest["langs"])
 
         def load(name: str) -> NDArray[Any]:
-            return np.load(forward_array(self.directory, name), mmap_mode="r")
+            array: NDArray[Any] = np.load(forward_array(self.directory, name), mmap_mode="r")
+            return array
 
         self._tokens = {f: load(f"{f}.tokens") for f in FIELDS}
         self._offsets = {f: load(f"{f}.offsets") for f in FIELDS}

@@ -106,9 +106,7 @@ def fold_models(
     for fold in sorted(set(assignment.values())):
         directory = cache_dir / f"ltr-cv-{key}" / f"fold-{fold}"
         if not (directory / MODEL_FILE).exists():
-            train = [
-                prefix + q for q, f in assignment.items() if f != fold and prefix + q in teaches & present
-            ]
+            train = [prefix + q for q, f in assignment.items() if f != fold and prefix + q in usable]
             train += [q for q in others if q in present]
             model = fit(frame, train, params, seed=seed)
             name = f"{dataset.name}-fold{fold}"

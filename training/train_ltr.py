@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import dataclasses
 import datetime as dt
+import functools
 import logging
 import random
 import subprocess
@@ -199,6 +200,10 @@ def train_booster(
     return lgb.train(params.lightgbm(), train_set, num_boost_round=n), n
 
 
+def _predict(booster: lgb.Booster, x: np.ndarray) -> np.ndarray:
+    return np.asarray(booster.predict(x))
+
+
 def score_frame(
     frame: pl.DataFrame, predict: Callable[[np.ndarray], np.ndarray]
 ) -> dict[str, dict[DocId, float]]:
@@ -257,7 +262,7 @@ def cross_validate(
     for split in cv_splits(judged, folds, seed=seed):
         model = fit(frame, split.train, params, inner_folds=inner_folds, seed=seed)
         test = frame.filter(pl.col("qid").is_in(list(split.test)))
-        scores = score_frame(test, lambda x: np.asarray(model.booster.predict(x)))
+        scores = score_frame(test, functools.partial(_predict, model.booster))
         result.scores.update(scores)
         metrics = metrics_of(scores, qrels, split.test)
         result.folds.append(

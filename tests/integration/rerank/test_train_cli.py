@@ -44,7 +44,7 @@ def test_train_then_evaluate_a_saved_model(eval_dir: Path, tmp_path: Path) -> No
     )
     assert proc.returncode == 0, proc.stderr
     result = json.loads(proc.stdout)
-    assert result["model"] == model.model_id
+    assert result["ltr_model"] == model.model_id
     # Scored by a model trained on these very queries: well above BM25 (.4027) — a smoke
     # test of the --model path, not a relevance claim.
     assert result["ndcg@10"] > 0.45

@@ -161,9 +161,7 @@ def test_slow_shard_without_replica_is_cut_at_the_deadline(
     assert response.partial and response.missing_shards == (1,) and response.hits
 
 
-def test_hung_shard_leaves_partial_answers_on_time(
-    index_root: Path, shard_procs: list[ShardProcess]
-) -> None:
+def test_hung_shard_leaves_partial_answers_on_time(index_root: Path, shard_procs: list[ShardProcess]) -> None:
     """A SIGSTOPped shard (a hang, not a refusal) holds its own call threads only: a burst
     of concurrent queries gets the healthy shard's results, each within 1.5 x the deadline."""
     deadline_s = 0.8
