@@ -191,6 +191,24 @@ class CollectionFrame:
     depth: int
 
 
+def frame_cache_path(cache_dir: Path, settings: Settings, queries: Mapping[str, Query], depth: int) -> Path:
+    """Where a collection's training frame is cached: keyed by the feature code, the candidate
+    depth, the embedding settings and the queries, so any change to them builds a new frame.
+    The Ray frame job writes to the same path (``training.ray_jobs``)."""
+    key = hashlib.blake2b(
+        "|".join(
+            [
+                feature_code_version(),
+                str(depth),
+                settings.embed.model_dump_json(),
+                *(f"{q}\t{queries[q].raw}" for q in sorted(queries)),
+            ]
+        ).encode(),
+        digest_size=8,
+    ).hexdigest()
+    return cache_dir / f"ltr-features-{key}.parquet"
+
+
 def collection_frame(
     dataset_dir: Path,
     settings: Settings,
@@ -212,18 +230,7 @@ def collection_frame(
     depth = depth or settings.search.candidate_k
     index_dir, cache_dir = cached_index(dataset, settings)
     queries = dict(queries) if queries is not None else parse_queries(dataset.judged_queries())
-    key = hashlib.blake2b(
-        "|".join(
-            [
-                feature_code_version(),
-                str(depth),
-                settings.embed.model_dump_json(),
-                *(f"{q}\t{queries[q].raw}" for q in sorted(queries)),
-            ]
-        ).encode(),
-        digest_size=8,
-    ).hexdigest()
-    path = cache_dir / f"ltr-features-{key}.parquet"
+    path = frame_cache_path(cache_dir, settings, queries, depth)
     if path.exists():
         logger.info("training frame of %s from %s", dataset.name, path)
         return CollectionFrame(dataset.name, pl.read_parquet(path), path, depth)

@@ -17,7 +17,6 @@ parts in query order and writes the Parquet file ``collection_frame`` caches, so
 
 from __future__ import annotations
 
-import hashlib
 from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
@@ -126,24 +125,6 @@ def ray_rank(*, blocks: int | None = None) -> RankFn:
 # -- feature frames --------------------------------------------------------------------------------
 
 
-def frame_cache_path(cache_dir: Path, settings: Settings, queries: Mapping[str, Query], depth: int) -> Path:
-    """Where :func:`training.features.collection_frame` looks for this frame (same key)."""
-    from training.features import feature_code_version
-
-    key = hashlib.blake2b(
-        "|".join(
-            [
-                feature_code_version(),
-                str(depth),
-                settings.embed.model_dump_json(),
-                *(f"{q}\t{queries[q].raw}" for q in sorted(queries)),
-            ]
-        ).encode(),
-        digest_size=8,
-    ).hexdigest()
-    return cache_dir / f"ltr-features-{key}.parquet"
-
-
 class FrameWorker:
     """Opens a collection's retrieval once; builds the frame rows of the queries it is given."""
 
@@ -191,7 +172,7 @@ def ray_collection_frame(
     from retrieval.ray_jobs import ray_encoder
     from training.datasets import BeirDataset
     from training.evaluate import cached_index, parse_queries
-    from training.features import empty_frame
+    from training.features import empty_frame, frame_cache_path
 
     ray = import_ray()
     dataset = BeirDataset.open(dataset_dir)
