@@ -30,7 +30,7 @@ import itertools
 import logging
 import time
 from dataclasses import dataclass
-from typing import NamedTuple, Self
+from typing import Any, NamedTuple, Self
 
 from core.settings import CrawlSettings
 from crawl.seen import SeenUrls
@@ -133,6 +133,20 @@ class Batch:
     hosts: list[HostState]
 
 
+def frontier_options(s: CrawlSettings) -> dict[str, Any]:
+    """The crawl settings every frontier backend takes, as keyword arguments (one list for both)."""
+    return {
+        "min_delay_s": s.min_delay_s,
+        "response_time_factor": s.response_time_factor,
+        "max_pages": s.max_pages,
+        "max_pages_per_host": s.max_pages_per_host,
+        "backoff_base_s": s.backoff_base_s,
+        "max_backoff_s": s.max_backoff_s,
+        "lease_s": s.lease_s,
+        "max_retries": s.max_retries,
+    }
+
+
 class Frontier:
     """Schedules leases across hosts and batches crawl-state writes for SQLite."""
 
@@ -205,19 +219,7 @@ class Frontier:
     def from_settings(
         cls, s: CrawlSettings, db: CrawlDb, seen: SeenUrls, *, count_existing_pages: bool = True
     ) -> Self:
-        return cls(
-            db,
-            seen,
-            min_delay_s=s.min_delay_s,
-            response_time_factor=s.response_time_factor,
-            max_pages=s.max_pages,
-            max_pages_per_host=s.max_pages_per_host,
-            backoff_base_s=s.backoff_base_s,
-            max_backoff_s=s.max_backoff_s,
-            lease_s=s.lease_s,
-            max_retries=s.max_retries,
-            count_existing_pages=count_existing_pages,
-        )
+        return cls(db, seen, **frontier_options(s), count_existing_pages=count_existing_pages)
 
     # -- queues --------------------------------------------------------------
 

@@ -33,7 +33,7 @@ import time
 from typing import Self
 
 from core.settings import CrawlSettings
-from crawl.frontier import Batch, Feedback, Lease, Politeness, _blocked
+from crawl.frontier import Batch, Feedback, Lease, Politeness, _blocked, frontier_options
 from crawl.seen import SeenUrls
 from crawl.state import HostState, NewUrl, UrlKind, UrlStatus, UrlUpdate
 from crawl.state_pg import PgCrawlDb, wait_hint
@@ -111,18 +111,7 @@ class PgFrontier:
         worker_id: str | None = None,
     ) -> Self:
         return cls(
-            db,
-            seen,
-            worker_id=worker_id,
-            min_delay_s=s.min_delay_s,
-            response_time_factor=s.response_time_factor,
-            max_pages=s.max_pages,
-            max_pages_per_host=s.max_pages_per_host,
-            backoff_base_s=s.backoff_base_s,
-            max_backoff_s=s.max_backoff_s,
-            lease_s=s.lease_s,
-            max_retries=s.max_retries,
-            count_existing_pages=count_existing_pages,
+            db, seen, worker_id=worker_id, **frontier_options(s), count_existing_pages=count_existing_pages
         )
 
     def _notify(self) -> None:
