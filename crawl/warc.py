@@ -151,9 +151,14 @@ class WarcSink:
             return self._writer
         self._close_file()
         stamp = time.strftime("%Y%m%d%H%M%S", time.gmtime())
-        self._serial += 1
-        path = self._folder / f"{self._prefix}-{stamp}-{os.getpid()}-{self._serial:05d}.warc.gz"
-        self._file = open(path, "ab")
+        while True:  # a new file per writer: a second crawl in the same second and process must
+            self._serial += 1  # not append to the first one's file
+            path = self._folder / f"{self._prefix}-{stamp}-{os.getpid()}-{self._serial:05d}.warc.gz"
+            try:
+                self._file = open(path, "xb")
+                break
+            except FileExistsError:
+                continue
         self._writer = WARCWriter(self._file, gzip=True, warc_version="1.1")
         logger.info("Writing WARC records to %s", path)
         return self._writer
