@@ -97,8 +97,8 @@ class EmbedSettings(BaseModel):
     onnx_min_cosine: float = Field(0.95, ge=-1, le=1)
     """Self-check: and every text of the sample must reach this."""
     torch_threads: int | None = Field(None, ge=1)
-    """Intra-op threads of a batch job's encoder (torch or ONNX Runtime); None: one per CPU
-    this process may use."""
+    """CPUs a batch job's encoder uses (torch: intra-op threads; ONNX Runtime: texts encoded
+    side by side, one single-threaded run each); None: one per CPU this process may use."""
     serve_torch_threads: int = Field(1, ge=1)
     """Intra-op threads of a serving process's encoder (torch or ONNX Runtime): on a loaded
     2-core machine one torch thread encoded a query in 41 ms mean against 457 ms for two

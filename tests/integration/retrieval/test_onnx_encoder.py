@@ -73,6 +73,24 @@ def test_a_text_gets_the_same_vector_in_any_company(int8: Embedder, real_texts: 
     np.testing.assert_allclose(int8.encode(shuffled), alone, atol=1e-6)
 
 
+def test_texts_encoded_side_by_side_get_the_vectors_of_one_thread(
+    onnx_cache: Path, real_texts: list[str]
+) -> None:
+    """A batch job runs one single-threaded ``run`` per CPU at once: rows stay in the
+    caller's order and each is bit-for-bit what one thread makes, so vectors never depend
+    on how many CPUs made them (Ray actors and the local backfill agree)."""
+    one = Embedder(backend="onnx-int8", onnx_cache_dir=onnx_cache, torch_threads=1)
+    three = Embedder(backend="onnx-int8", onnx_cache_dir=onnx_cache, torch_threads=3)
+    texts = real_texts[:30]
+    shuffled = texts[:]
+    random.Random(11).shuffle(shuffled)
+    np.testing.assert_array_equal(three.encode(shuffled), one.encode(shuffled))
+    assert len(set(shuffled)) == len(shuffled)
+    position = {t: i for i, t in enumerate(texts)}
+    in_order = three.encode(texts)
+    np.testing.assert_array_equal(three.encode(shuffled), in_order[[position[t] for t in shuffled]])
+
+
 def test_a_shuffled_padded_batch_gives_each_text_its_own_vector(
     onnx_cache: Path, int8: Embedder, real_texts: list[str]
 ) -> None:
