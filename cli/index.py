@@ -6,7 +6,7 @@ import datetime as dt
 import time
 from functools import partial
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 from rich.console import Console
@@ -14,6 +14,9 @@ from rich.table import Table
 
 from cli.engine import EngineOption, RayAddressOption, beir_documents, crawl_documents, job_engine
 from core.settings import Settings
+
+if TYPE_CHECKING:
+    from training.linkgraph import CrawlPageRank
 
 console = Console(stderr=True)
 index_app = typer.Typer(
@@ -89,17 +92,23 @@ def index_command(
         console.print(f"published {generation} (serving processes pick it up on their next query)")
 
 
-def run_crawl_pagerank(data: Path, on_ray: bool, settings: Settings) -> None:
-    """The crawl's link-graph job (pages' PageRank beside the docstore), here or on the connected Ray."""
+def run_crawl_pagerank(data: Path, on_ray: bool, settings: Settings) -> CrawlPageRank | None:
+    """The crawl's link-graph job (page and host PageRank beside the docstore), here or on the
+    connected Ray; None when the crawl has no links."""
     from training.linkgraph import crawl_pagerank
 
-    rank = None
-    if on_ray:
-        from training.ray_jobs import ray_rank
+    with console.status("PageRank…") as status:
+        rank = None
+        if on_ray:
+            from training.ray_jobs import ray_rank
 
-        rank = ray_rank(blocks=settings.jobs.pagerank_blocks)
-    with console.status("PageRank…"):
-        crawl_pagerank(data, rank=rank)
+            rank = ray_rank(
+                blocks=settings.jobs.pagerank_blocks,
+                on_iteration=lambda i, change: status.update(
+                    f"PageRank on ray… iteration {i}, L1 change {change:.1e}"
+                ),
+            )
+        return crawl_pagerank(data, rank=rank)
 
 
 @index_app.command("list")

@@ -17,6 +17,7 @@ from rich.console import Console
 
 from cli import block as block_cli
 from cli import crawl, dataset, demo, embed, evaluate, experiment, index, inspect, search, serve, train
+from cli import pagerank as pagerank_cli
 from cli import replay as replay_cli
 from cli import reprocess as reprocess_cli
 from cli import run as run_cli
@@ -57,6 +58,7 @@ app.command("inspect")(inspect.inspect_command)
 app.command("replay")(replay_cli.replay_command)
 app.command("reprocess")(reprocess_cli.reprocess_command)
 app.add_typer(embed.embed_app, name="embed")
+app.command("pagerank")(pagerank_cli.pagerank_command)
 app.add_typer(train.train_app, name="train")
 app.command("demo")(demo.demo_command)
 app.add_typer(experiment.experiment_app, name="experiment")

@@ -17,6 +17,7 @@ seam), so the layout lives below all of them. No other module spells these names
       warc/               raw responses, WARC files (crawl.warc)
         <worker>/         one fleet worker's WARC files
       pagerank.parquet    PageRank per canonical URL (written by training.linkgraph)
+      pagerank-hosts.parquet  PageRank per host (written by training.linkgraph)
       deletions/          removal tombstones, docstore-format segments (core.deletions)
         <worker>/         one fleet worker's (or the operator's) tombstones
       blocklist.json      operator block rules: hosts and URL patterns (core.blocklist)
@@ -72,6 +73,11 @@ class CrawlDir:
     def pagerank(self) -> Path:
         """PageRank per canonical URL, input to index build."""
         return self.root / "pagerank.parquet"
+
+    @property
+    def pagerank_hosts(self) -> Path:
+        """PageRank per host, beside the pages' (stored for a future ranking feature)."""
+        return self.root / "pagerank-hosts.parquet"
 
     @property
     def deletions(self) -> Path:

@@ -20,13 +20,18 @@ Example::
     edges = LinkGraphStore(Path("data/links")).read_edges()     # src_url, dst_url, anchor_text
     pages = url_pagerank(edges)                                   # url, pagerank (sum 1), pagerank_scaled
     hosts = host_pagerank(edges)                                  # host, pagerank, pagerank_scaled
-    crawl_pagerank(Path("data/crawl"))                            # links/ in, pagerank.parquet out
+    job = crawl_pagerank(Path("data/crawl"))                      # links in; page and host PageRank out
+    host_ranks(Path("data/crawl"))                                # {"python.org": 2.7, ...} (mean 1)
+
+Host PageRank is stored beside the pages' (``CrawlDir.pagerank_hosts``) but is not yet
+an LTR feature: adding a column to the feature schema retrains every model.
 """
 
 from __future__ import annotations
 
 import json
 import logging
+import time
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -193,16 +198,78 @@ def write_pagerank(frame: pl.DataFrame, path: Path) -> Path:
     return write_with(path, frame.write_parquet)
 
 
-def crawl_pagerank(data: Path, *, rank: RankFn | None = None) -> bool:
-    """The link-graph job of a crawl: PageRank of its pages, written where index build reads it.
+@dataclass(frozen=True, slots=True)
+class RankRun:
+    """One power iteration of a job: its graph's size and how it converged."""
 
-    Returns whether a PageRank file was written (a crawl without links has none).
+    nodes: int
+    edges: int
+    """Distinct edges (duplicates count once)."""
+    iterations: int
+    converged: bool
+
+
+@dataclass(frozen=True, slots=True)
+class CrawlPageRank:
+    """What the link-graph job of a crawl computed and where it wrote it."""
+
+    pages: RankRun
+    hosts: RankRun
+    pages_path: Path
+    hosts_path: Path
+    seconds: float
+
+
+def _recorded(rank: RankFn, runs: list[RankRun]) -> RankFn:
+    """``rank``, noting each graph it ranks (the frames keep scores only)."""
+
+    def recorded(n: int, src: NDArray[np.int64], dst: NDArray[np.int64]) -> PageRankResult:
+        result = rank(n, src, dst)
+        runs.append(RankRun(n, int(src.size), result.iterations, result.converged))
+        return result
+
+    return recorded
+
+
+def crawl_pagerank(data: Path, *, rank: RankFn | None = None) -> CrawlPageRank | None:
+    """The link-graph job of a crawl: PageRank of its pages and of its hosts.
+
+    Pages' scores go where index build reads them (``CrawlDir.pagerank``), hosts' beside
+    them (``CrawlDir.pagerank_hosts``), each file written atomically after both are
+    computed. ``rank`` runs both power iterations (an engine's, e.g.
+    ``training.ray_jobs.ray_rank``). Returns None, writing nothing, for a crawl without
+    links.
     """
     crawl = CrawlDir(data)
     if not crawl.links.exists():
-        return False
+        return None
+    started = time.perf_counter()
     edges = LinkGraphStore(crawl.links).read_edges()
     if edges.is_empty():
-        return False
-    write_pagerank(url_pagerank(edges, rank=rank), crawl.pagerank)
-    return True
+        return None
+    runs: list[RankRun] = []
+    recording = _recorded(rank or pagerank, runs)
+    pages = url_pagerank(edges, rank=recording)
+    hosts = host_pagerank(edges, rank=recording)
+    write_pagerank(pages, crawl.pagerank)
+    write_pagerank(hosts, crawl.pagerank_hosts)
+    return CrawlPageRank(
+        pages=runs[0],
+        hosts=runs[1],
+        pages_path=crawl.pagerank,
+        hosts_path=crawl.pagerank_hosts,
+        seconds=time.perf_counter() - started,
+    )
+
+
+def host_ranks(data: Path) -> dict[str, float]:
+    """Host PageRank per host (scaled to mean 1) as the job wrote it; empty when not run.
+
+    Keys are :func:`host_of` a URL (lower case, no ``www.``), so a page's host prior is
+    ``host_ranks(data).get(host_of(doc.url), 0.0)``.
+    """
+    path = CrawlDir(data).pagerank_hosts
+    if not path.exists():
+        return {}
+    frame = pl.read_parquet(path, columns=["host", "pagerank_scaled"])
+    return dict(zip(frame["host"].to_list(), frame["pagerank_scaled"].to_list(), strict=True))

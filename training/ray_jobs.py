@@ -113,11 +113,14 @@ def ray_pagerank(
             ray.kill(actor)
 
 
-def ray_rank(*, blocks: int | None = None) -> RankFn:
-    """A ``rank`` for :func:`training.linkgraph.url_pagerank` / ``host_pagerank`` / ``crawl_pagerank``."""
+def ray_rank(
+    *, blocks: int | None = None, on_iteration: Callable[[int, float], None] | None = None
+) -> RankFn:
+    """A ``rank`` for :func:`training.linkgraph.url_pagerank` / ``host_pagerank`` / ``crawl_pagerank``
+    (the pages' and the hosts' power iterations alike); ``on_iteration`` as in :func:`ray_pagerank`."""
 
     def rank(n: int, src: NDArray[np.int64], dst: NDArray[np.int64]) -> PageRankResult:
-        return ray_pagerank(n, src, dst, blocks=blocks)
+        return ray_pagerank(n, src, dst, blocks=blocks, on_iteration=on_iteration)
 
     return rank
 
