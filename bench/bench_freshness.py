@@ -29,9 +29,14 @@ import sys
 import tempfile
 import threading
 import time
+from collections import Counter
+from collections.abc import Awaitable, Callable
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from starlette.requests import Request  # noqa: E402
+from starlette.responses import HTMLResponse, Response  # noqa: E402
 
 from core.crawldir import CrawlDir  # noqa: E402
 from core.docstore import DocStore  # noqa: E402
@@ -40,13 +45,19 @@ from retrieval.incremental import IncrementalIndexer  # noqa: E402
 from retrieval.layout import freshness_file  # noqa: E402
 from retrieval.manifest import IndexRoot  # noqa: E402
 from retrieval.search import SearchService  # noqa: E402
-from tests.fixtures.crawl.web import HostServer, Site, html_page  # noqa: E402
+from tests.fixtures.crawl.web import HostServer, Site, html_page, prose  # noqa: E402
 
 FILLER = "river stone mountain cloud garden window letter market bridge forest".split()
 
 
 class ChangingSite:
-    """``/`` links to ``/p<i>``; page i shows token ``tok<i>v<version>``."""
+    """``/`` links to ``/p<i>``; page i shows token ``tok<i>v<version>`` in text of its own.
+
+    Each page's words are its own (``prose(i)``): pages that shared one filler text and
+    differed in two tokens were near-duplicates of each other often enough (SimHash
+    within 3 bits) that the crawl's dedup removed about one changed version in a
+    hundred as a copy of another page, which then never became searchable.
+    """
 
     def __init__(self, pages: int) -> None:
         self.version = dict.fromkeys(range(pages), 0)
@@ -55,21 +66,24 @@ class ChangingSite:
         for i in range(pages):
             self.site.routes[f"/p{i}"] = self._page(i)
 
-    async def _home(self, request: object) -> object:
-        from starlette.responses import HTMLResponse
-
+    async def _home(self, request: Request) -> Response:
         links = [(f"/p{i}", f"page {i}") for i in self.version]
         return HTMLResponse(html_page("Home", "The changing site.", links=links))
 
     def token(self, i: int) -> str:
         return f"tok{i}v{self.version[i]}"
 
-    def _page(self, i: int) -> object:
-        async def handler(request: object) -> object:
-            from starlette.responses import HTMLResponse
+    def title(self, i: int) -> str:
+        return f"Page {i}"
 
-            filler = " ".join(FILLER[(i + k) % len(FILLER)] for k in range(30))
-            return HTMLResponse(html_page(f"Page {i}", f"{self.token(i)} {filler} page {i}"))
+    def text(self, i: int) -> str:
+        """The page's token, its own 40 words, and 10 words the query thread searches for."""
+        common = " ".join(FILLER[(i + k) % len(FILLER)] for k in range(10))
+        return f"{self.token(i)} {prose(i, words=40)} {common} page {i}"
+
+    def _page(self, i: int) -> Callable[[Request], Awaitable[Response]]:
+        async def handler(request: Request) -> Response:
+            return HTMLResponse(html_page(self.title(i), self.text(i)))
 
         return handler
 
@@ -93,6 +107,20 @@ def _env(args: argparse.Namespace) -> dict[str, str]:
 def _published(db: sqlite3.Connection, url: str) -> tuple[float, float] | None:
     row = db.execute("SELECT fetched_at, published_at FROM urls WHERE url = ?", (url,)).fetchone()
     return (row[0] or 0.0, row[1]) if row else None
+
+
+def _outcomes(data: Path, urls: list[str]) -> str:
+    """The crawl's last outcome for each URL whose change never became searchable."""
+    if not urls:
+        return ""
+    db = sqlite3.connect(CrawlDir(data).db)
+    try:
+        found = Counter(
+            str(db.execute("SELECT outcome FROM urls WHERE url = ?", (url,)).fetchone()[0]) for url in urls
+        )
+    finally:
+        db.close()
+    return " (last crawl outcome: " + ", ".join(f"{k} {n}" for k, n in found.most_common()) + ")"
 
 
 def main() -> None:
@@ -209,7 +237,8 @@ def main() -> None:
     rate = changes / args.seconds
     lines = [
         f"pages {args.pages}, {changes} changes over {args.seconds:.0f} s ({rate:.1f}/s), "
-        f"warm-up {warmup_s:.1f} s, {len(pending)} changes not searchable 30 s after the stream ended",
+        f"warm-up {warmup_s:.1f} s, {len(pending)} changes not searchable 30 s after the stream ended"
+        f"{_outcomes(data, [url for _, url, _, _ in pending])}",
         f"change-to-searchable lag: p50 {p50:.2f} s, p95 {p95:.2f} s, max {max(lags, default=0):.2f} s "
         f"over {len(lags)} changes; new token found by search {found}/{sampled}",
         f"crawl-to-searchable lag (fetch -> publish): p50 {summary.lag_p50_s or 0:.2f} s, "

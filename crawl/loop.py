@@ -690,13 +690,17 @@ class _CrawlRun:
         fetched = replace(
             self._scheduled(fetched, lease, changed=changed), content_hash=text_hash, simhash=fingerprint
         )
+        held = not word_count  # whether this very text is indexed under this URL already
         if word_count:
             verdict = self._dedup.check(text_hash, fingerprint)
             if verdict.kind != "unique" and verdict.of_url not in (url, final):
                 self.stats.duplicates += 1
                 return replace(fetched, outcome=Outcome.DUPLICATE, detail=verdict.kind, dup_of=verdict.of_url)
+            # Unchanged text that is not indexed (last time a copy of a page that has
+            # since changed) is indexed again, or the page would stay out of search.
+            held = verdict.kind == "exact"
             self._dedup.add(url, text_hash, fingerprint)
-        if lease.fetch_count and not changed:
+        if lease.fetch_count and not changed and held:
             return replace(fetched, outcome=Outcome.INDEXED)  # a recrawl that found the same text
         self._docs.append(
             page_document(
@@ -709,4 +713,4 @@ class _CrawlRun:
             )
         )
         self.stats.indexed += 1
-        return replace(fetched, outcome=Outcome.INDEXED, changed=bool(lease.fetch_count))
+        return replace(fetched, outcome=Outcome.INDEXED, changed=bool(lease.fetch_count) and changed)
