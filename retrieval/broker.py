@@ -231,7 +231,8 @@ class Broker:
 
     @property
     def num_docs(self) -> int:
-        if self._num_docs is None:
+        """Summed once for in-process shards; remote ones report theirs with every answer."""
+        if self._num_docs is None or not self._inline:
             total = 0
             for replicas in self.shards:
                 for replica in replicas:

@@ -118,7 +118,7 @@ class GenerationSet:
         self._open[first.id] = first
         self._current = first
         self._pointer = self._read_pointer()
-        self._stamps: dict[str, tuple[int, int] | None] = {first.id: _update_stamp(first.path)}
+        self._stamps: dict[str, tuple[int, int] | None] = {first.id: read_update_stamp(first.path)}
         """Per open generation, the in-place update stamp it was opened at."""
 
     @property
@@ -143,7 +143,7 @@ class GenerationSet:
         of a publish.
         """
         current = self._current
-        stamp = _update_stamp(current.path)
+        stamp = read_update_stamp(current.path)
         if stamp == self._stamps.get(current.id):
             return
         reopened = self._opener(current.path)
@@ -175,7 +175,7 @@ class GenerationSet:
                 if self._warm is not None:
                     self._warm(generation)
                 self._open[wanted] = generation
-                self._stamps[wanted] = _update_stamp(generation.path)
+                self._stamps[wanted] = read_update_stamp(generation.path)
             self._open.move_to_end(wanted)
             self._current = generation
             self._pointer = pointer
@@ -193,7 +193,9 @@ class GenerationSet:
             generation.close()
 
 
-def _update_stamp(path: Path) -> tuple[int, int] | None:
+def read_update_stamp(path: Path) -> tuple[int, int] | None:
+    """The generation's in-place update stamp (None before any update): a reader that saw
+    another one than it opened at must reopen its shards."""
     try:
         stat = layout.update_stamp(path).stat()
     except FileNotFoundError:

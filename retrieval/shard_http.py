@@ -3,7 +3,9 @@
 The protocol is four small JSON calls mirroring :class:`retrieval.broker.ShardBackend`:
 ``GET /shard/info``, ``POST /shard/doc_freqs``, ``POST /shard/candidates`` and
 ``POST /shard/fetch``. Document ids travel as strings (they exceed 2^53). The shard
-process serves the published generation of its index root and follows ``CURRENT``.
+process serves the published generation of its index root and follows ``CURRENT``
+and the generation's in-place updates (its update stamp, as ``GenerationSet`` does),
+so a shard process answers from an update batch at the first request after it.
 """
 
 from __future__ import annotations
@@ -27,7 +29,7 @@ from core.types import DocId, Query
 from retrieval import layout
 from retrieval.broker import LocalShard, ShardReply, ShardRequest
 from retrieval.forward import ShardFeatures
-from retrieval.generation import open_vectors
+from retrieval.generation import open_vectors, read_update_stamp
 from retrieval.hybrid import Candidate
 from retrieval.lexical import FieldBoosts, LexicalShard, StoredDoc
 from retrieval.manifest import IndexManifest, read_pointer, resolve_index
@@ -102,7 +104,7 @@ class FetchBody(BaseModel):
 
 
 class _ShardHolder:
-    """The shard of the published generation, reopened when ``CURRENT`` changes."""
+    """The shard of the published generation, reopened when ``CURRENT`` or its update stamp changes."""
 
     def __init__(self, index: Path, shard: int, settings: SearchSettings) -> None:
         self.index = Path(index)
@@ -110,11 +112,15 @@ class _ShardHolder:
         self.settings = settings
         self._lock = threading.Lock()
         self._pointer: str | None = None
+        self._path = self.index
+        self._stamp: tuple[int, int] | None = None
         self.generation = ""
         self.local = self._open()
 
     def _open(self) -> LocalShard:
         path = resolve_index(self.index)
+        # Read before opening: an update committed while the shard opens is seen next time.
+        stamp = read_update_stamp(path)
         manifest = IndexManifest.load(path)
         if self.shard >= manifest.shards:
             raise ShardUnavailable(
@@ -126,13 +132,19 @@ class _ShardHolder:
         vectors = open_vectors(path, self.shard) if self.settings.use_vectors else None
         self.generation = manifest.generation
         self._pointer = read_pointer(layout.current_pointer(self.index))
+        self._path, self._stamp = path, stamp
         return LocalShard(self.shard, lexical, vectors)
 
+    def _stale(self) -> bool:
+        return (
+            read_pointer(layout.current_pointer(self.index)) != self._pointer
+            or read_update_stamp(self._path) != self._stamp
+        )
+
     def get(self) -> LocalShard:
-        current = read_pointer(layout.current_pointer(self.index))
-        if current != self._pointer:
+        if self._stale():
             with self._lock:
-                if current != self._pointer:
+                if self._stale():
                     self.local = self._open()
         return self.local
 
@@ -181,8 +193,9 @@ def create_shard_app(
     @app.post("/shard/doc_freqs")
     def doc_freqs(body: DocFreqsBody) -> dict[str, Any]:
         _delay()
-        freqs = holder.get().doc_freqs(query_from_wire(body.query))
-        return {"df": [[f, t, n] for (f, t), n in freqs.items()]}
+        local = holder.get()
+        freqs = local.doc_freqs(query_from_wire(body.query))
+        return {"df": [[f, t, n] for (f, t), n in freqs.items()], "num_docs": local.num_docs}
 
     @app.post("/shard/candidates")
     def candidates(body: CandidatesBody) -> dict[str, Any]:
@@ -198,8 +211,10 @@ def create_shard_app(
             stats=stats,
             with_fields=body.with_fields,
         )
-        reply = holder.get().candidates(request)
+        local = holder.get()
+        reply = local.candidates(request)
         return {
+            "num_docs": local.num_docs,
             "shard_id": reply.shard_id,
             "candidates": [candidate_to_wire(c) for c in reply.candidates],
             "lexical_total": reply.lexical_total,
@@ -246,10 +261,14 @@ class HttpShard:
         response = self._client.post(path, json=body, timeout=timeout)
         response.raise_for_status()
         data: dict[str, Any] = response.json()
+        if "num_docs" in data:
+            self._num_docs = int(data["num_docs"])
         return data
 
     @property
     def num_docs(self) -> int:
+        """As of the shard's last answer: in-place updates change it while the client stays
+        connected, and asking here would block on a hung shard."""
         return self._num_docs
 
     @property
