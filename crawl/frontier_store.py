@@ -16,7 +16,7 @@ the crawl directory's SQLite file.
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from typing import Any, Protocol
 
 from core.crawldir import CrawlDir
@@ -50,6 +50,7 @@ class CrawlStore(Protocol):
         importance: Importance = ({}, {}),
     ) -> int: ...  # fmt: skip
     def push(self, inserts: Sequence[NewUrl], now: float) -> None: ...
+    def record_lastmod(self, lastmods: Mapping[str, float]) -> int: ...
     def apply(
         self,
         *,

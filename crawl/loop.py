@@ -31,7 +31,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import replace
 from email.utils import parsedate_to_datetime
@@ -226,6 +226,8 @@ class _CrawlRun:
         self._docs: list[Document] = []
         self._edges: list[Edge] = []
         self._removals: list[Removal] = []
+        self._lastmods: dict[str, float] = {}
+        """Sitemap hints for URLs that may be known already, stored after the batch's inserts."""
         self._deletions = DeletionLog(parts.layout.deletions, worker=parts.docstore.worker)
         self._blocklist = BlockList(parts.layout.blocklist)
         # One thread, so batches are written one at a time and in the order they were taken.
@@ -271,9 +273,10 @@ class _CrawlRun:
         docs, self._docs = self._docs, []
         edges, self._edges = self._edges, []
         removals, self._removals = self._removals, []
+        lastmods, self._lastmods = self._lastmods, {}
         batch = self._frontier.take_batch()
         writing = asyncio.get_running_loop().run_in_executor(
-            self._writer, self._store, docs, edges, batch, removals
+            self._writer, self._store, docs, edges, batch, removals, lastmods
         )
         self._flushes_in_flight += 1
         writing.add_done_callback(lambda _: self._flush_done(batch, writing))
@@ -285,7 +288,12 @@ class _CrawlRun:
             self._frontier.batch_committed(batch)
 
     def _store(
-        self, docs: list[Document], edges: list[Edge], batch: Batch | None, removals: Sequence[Removal] = ()
+        self,
+        docs: list[Document],
+        edges: list[Edge],
+        batch: Batch | None,
+        removals: Sequence[Removal] = (),
+        lastmods: Mapping[str, float] | None = None,
     ) -> None:
         """On the writer thread: documents, edges and WARC records first, then the acknowledgements.
 
@@ -304,6 +312,8 @@ class _CrawlRun:
             self.parts.warc.flush()
             if batch is not None:
                 self._frontier.write_batch(batch)
+            if lastmods:
+                self.parts.db.record_lastmod(lastmods)
         except BaseException as exc:
             self._write_error = exc
             raise
@@ -639,10 +649,18 @@ class _CrawlRun:
         if result.status >= 300:
             return replace(fetched, outcome=Outcome.HTTP)
         entries = parse_sitemap(result.body, max_bytes=self.settings.max_page_bytes)
+        lastmods: dict[str, float] = {}
+        now = time.time()
         for page in entries.pages:
             target = canonicalize_url(page, base=lease.url)
             if target and self.scope.contains(target, 1):
-                self._add(NewUrl(target, host_of(target), 1, _SITEMAP_PAGE_PRIORITY, parent=lease.url))
+                when = entries.lastmod.get(page)
+                if when is not None:
+                    lastmods[target] = when = min(when, now)  # a future date would keep it due forever
+                self._add(
+                    NewUrl(target, host_of(target), 1, _SITEMAP_PAGE_PRIORITY, parent=lease.url, lastmod=when)
+                )
+        self._lastmods.update(lastmods)  # for URLs known already; a new one's NewUrl carries it
         for child in entries.sitemaps:
             self._add_sitemap(child, lease.depth + 1, parent=lease.url)
         return replace(fetched, outcome=Outcome.SITEMAP)

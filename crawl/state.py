@@ -13,7 +13,7 @@ from __future__ import annotations
 import logging
 import sqlite3
 import threading
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, fields
 from enum import StrEnum
 from pathlib import Path
@@ -129,7 +129,8 @@ CREATE TABLE IF NOT EXISTS urls (
     change_count INTEGER NOT NULL DEFAULT 0,
     blocked_reason TEXT NOT NULL DEFAULT '',
     dup_of TEXT NOT NULL DEFAULT '',
-    lease_until REAL
+    lease_until REAL,
+    lastmod REAL
 );
 CREATE INDEX IF NOT EXISTS urls_pending ON urls(status, host);
 CREATE INDEX IF NOT EXISTS urls_dup_of ON urls(dup_of) WHERE dup_of != '';
@@ -185,6 +186,8 @@ class NewUrl:
     blocked_reason: str = ""
     outcome: Outcome = Outcome.NONE
     dup_of: str = ""
+    lastmod: float | None = None
+    """The sitemap's ``<lastmod>`` of a URL found in one (Unix seconds)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -270,13 +273,18 @@ def _params(record: Any, **overrides: object) -> dict[str, object]:
 
 
 _DUE = (
-    "kind = 'page' AND status = 'done' AND next_fetch IS NOT NULL AND next_fetch <= :now AND fetch_count > 0"
+    "kind = 'page' AND status = 'done' AND next_fetch IS NOT NULL AND fetch_count > 0 "
+    "AND (next_fetch <= :now OR lastmod > last_fetch)"
 )
+"""Fetched pages whose next fetch has come, or whose sitemap says they changed since."""
+_COLUMNS_ADDED = (("lastmod", "REAL"),)
+"""Columns a database made by an earlier version lacks: added on open, rows kept."""
+_SET_LASTMOD = "UPDATE urls SET lastmod = ? WHERE url = ? AND (lastmod IS NULL OR lastmod < ?)"
 _INSERT_URL = (
     "INSERT OR IGNORE INTO urls(url, host, kind, depth, priority, status, outcome, "
-    "discovered_at, parent, redirects, blocked_reason, dup_of) "
+    "discovered_at, parent, redirects, blocked_reason, dup_of, lastmod) "
     "VALUES (:url, :host, :kind, :depth, :priority, :status, :outcome, "
-    ":now, :parent, :redirects, :blocked_reason, :dup_of)"
+    ":now, :parent, :redirects, :blocked_reason, :dup_of, :lastmod)"
 )
 _LEASE_URL = "UPDATE urls SET status = 'leased', lease_until = :until WHERE url = :url AND status = 'pending'"
 _UPDATE_URL = (
@@ -324,9 +332,16 @@ class CrawlDb:
             self._conn.execute("PRAGMA synchronous=NORMAL")
             self._conn.execute("PRAGMA busy_timeout=5000")
             self._conn.executescript(_SCHEMA)
+            self._add_missing_columns()
         # The crawl loop commits batches from a worker thread while the event loop keeps
         # reading and saving robots policies on the same connection: writes take turns.
         self._write_lock = threading.Lock()
+
+    def _add_missing_columns(self) -> None:
+        have = {row[1] for row in self._conn.execute("PRAGMA table_info(urls)")}
+        for name, sql_type in _COLUMNS_ADDED:
+            if name not in have:
+                self._conn.execute(f"ALTER TABLE urls ADD COLUMN {name} {sql_type}")
 
     def close(self) -> None:
         self._conn.close()
@@ -521,7 +536,7 @@ class CrawlDb:
                 )
                 return cursor.rowcount
             rows = self._conn.execute(
-                "SELECT url, discovered_at AS first_fetch, last_fetch, fetch_count, change_count "
+                "SELECT url, discovered_at AS first_fetch, last_fetch, fetch_count, change_count, lastmod "
                 f"FROM urls WHERE {_DUE}",
                 {"now": now},
             ).fetchall()
@@ -533,6 +548,20 @@ class CrawlDb:
             )
             self._conn.execute("COMMIT")
         return len(chosen)
+
+    def record_lastmod(self, lastmods: Mapping[str, float]) -> int:
+        """Keep sitemap ``<lastmod>`` hints of known URLs (the newest per URL); returns how many
+        changed. (A new URL takes its hint in with its ``NewUrl``.)"""
+        rows = [(when, url, when) for url, when in lastmods.items()]
+        with self._write_lock:
+            self._conn.execute("BEGIN")
+            try:
+                changed = sum(self._conn.execute(_SET_LASTMOD, row).rowcount for row in rows)
+                self._conn.execute("COMMIT")
+            except BaseException:
+                self._conn.execute("ROLLBACK")
+                raise
+        return changed
 
     def push(self, inserts: Sequence[NewUrl], now: float) -> None:
         """Queue ``inserts`` ahead of the frontier: new URLs are added; known fetched pages

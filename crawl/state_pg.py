@@ -23,7 +23,7 @@ from __future__ import annotations
 import json
 import logging
 import threading
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 from crawl.state import (
@@ -72,8 +72,10 @@ CREATE TABLE IF NOT EXISTS urls (
     blocked_reason TEXT NOT NULL DEFAULT '',
     dup_of TEXT NOT NULL DEFAULT '',
     lease_until DOUBLE PRECISION,
-    lease_owner TEXT NOT NULL DEFAULT ''
+    lease_owner TEXT NOT NULL DEFAULT '',
+    lastmod DOUBLE PRECISION
 );
+ALTER TABLE urls ADD COLUMN IF NOT EXISTS lastmod DOUBLE PRECISION;
 CREATE INDEX IF NOT EXISTS urls_pending ON urls(host, priority DESC, id) WHERE status = 'pending';
 CREATE INDEX IF NOT EXISTS urls_status ON urls(status);
 CREATE INDEX IF NOT EXISTS urls_dup_of ON urls(dup_of) WHERE dup_of != '';
@@ -112,12 +114,18 @@ CREATE TABLE IF NOT EXISTS workers (
 """
 _SCHEMA_LOCK = 7_316_016  # pg_advisory_xact_lock key: workers starting together create the schema once
 
-_DUE = "kind = 'page' AND status = 'done' AND next_fetch IS NOT NULL AND next_fetch <= %s AND fetch_count > 0"
+_DUE = (
+    "kind = 'page' AND status = 'done' AND next_fetch IS NOT NULL AND fetch_count > 0 "
+    "AND (next_fetch <= %s OR lastmod > last_fetch)"
+)
+"""Fetched pages whose next fetch has come, or whose sitemap says they changed since."""
+_SET_LASTMOD = "UPDATE urls SET lastmod = %s WHERE url = %s AND (lastmod IS NULL OR lastmod < %s)"
 _INSERT_URL = (
     "INSERT INTO urls(url, host, kind, depth, priority, status, outcome, "
-    "discovered_at, parent, redirects, blocked_reason, dup_of) "
+    "discovered_at, parent, redirects, blocked_reason, dup_of, lastmod) "
     "VALUES (%(url)s, %(host)s, %(kind)s, %(depth)s, %(priority)s, %(status)s, %(outcome)s, "
-    "%(now)s, %(parent)s, %(redirects)s, %(blocked_reason)s, %(dup_of)s) ON CONFLICT (url) DO NOTHING"
+    "%(now)s, %(parent)s, %(redirects)s, %(blocked_reason)s, %(dup_of)s, %(lastmod)s) "
+    "ON CONFLICT (url) DO NOTHING"
 )
 _INSERT_HOST = "INSERT INTO hosts(host) VALUES (%(host)s) ON CONFLICT (host) DO NOTHING"
 _LEASE_URL_ROW = (
@@ -528,7 +536,7 @@ class PgCrawlDb:
                 )
                 return cursor.rowcount
             rows = self._conn.execute(
-                "SELECT url, discovered_at AS first_fetch, last_fetch, fetch_count, change_count "
+                "SELECT url, discovered_at AS first_fetch, last_fetch, fetch_count, change_count, lastmod "
                 f"FROM urls WHERE {_DUE}",
                 (now,),
             ).fetchall()
@@ -539,6 +547,17 @@ class PgCrawlDb:
                     "UPDATE urls SET status = 'pending', retries = 0 WHERE url = %s", [(u,) for u in chosen]
                 )
         return len(chosen)
+
+    def record_lastmod(self, lastmods: Mapping[str, float]) -> int:
+        """As ``CrawlDb.record_lastmod``: the newest sitemap ``<lastmod>`` of each known URL."""
+        if not lastmods:
+            return 0
+        changed = 0
+        with self._lock, self._conn.transaction(), self._conn.cursor() as cur:
+            for url, when in lastmods.items():
+                cur.execute(_SET_LASTMOD, (when, url, when))
+                changed += cur.rowcount
+        return changed
 
     def push(self, inserts: Sequence[NewUrl], now: float) -> None:
         """As ``CrawlDb.push``: new URLs added, known ``done`` pages pending again at the given priority."""
