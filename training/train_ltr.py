@@ -71,6 +71,11 @@ class LtrParams:
     threads: int = 1
     """One thread: on a shared 2-core machine, OpenMP's spinning threads made 2 eight times slower."""
     seed: int = 0
+    balance_collections: bool = True
+    """When a training set pools several collections (query ids ``name:…``), weight each
+    query so every collection carries the same total weight: otherwise thousands of
+    crawl-derived known-item queries drown a few hundred abstract queries, and the model
+    learns one kind of data only."""
 
     def lightgbm(self) -> dict[str, Any]:
         return {
@@ -158,15 +163,46 @@ def cv_splits(qids: Sequence[str], k: int = DEFAULT_FOLDS, *, seed: int = 0) -> 
     ]
 
 
+def collection_of(qid: str) -> str:
+    """The collection a pooled query id belongs to (its ``name:`` prefix; "" when unprefixed)."""
+    name, sep, _ = qid.partition(":")
+    return name if sep else ""
+
+
+def collection_weights(qids: Sequence[str]) -> dict[str, float] | None:
+    """Query id → weight giving every collection among ``qids`` the same total weight.
+
+    Weights average 1 over ``qids``, so regularisation (``lambda_l2``, leaf hessians)
+    means what it means unweighted. None when ``qids`` come from one collection only.
+    """
+    unique = list(dict.fromkeys(qids))
+    sizes: dict[str, int] = {}
+    for qid in unique:
+        sizes[collection_of(qid)] = sizes.get(collection_of(qid), 0) + 1
+    if len(sizes) < 2:
+        return None
+    share = len(unique) / len(sizes)
+    return {qid: share / sizes[collection_of(qid)] for qid in unique}
+
+
 def _dataset(
-    frame: pl.DataFrame, qids: Sequence[str], *, reference: lgb.Dataset | None = None
+    frame: pl.DataFrame,
+    qids: Sequence[str],
+    *,
+    reference: lgb.Dataset | None = None,
+    balance: bool = False,
 ) -> lgb.Dataset:
     part = frame.filter(pl.col("qid").is_in(list(qids))).sort("qid", maintain_order=True)
     groups = part.group_by("qid", maintain_order=True).len()["len"].to_numpy()
+    weights = collection_weights(part["qid"].to_list()) if balance else None
+    # LightGBM's lambdarank multiplies each row's gradient by its weight, so a weight
+    # that is constant within a query weights that query.
+    row_weight = part["qid"].replace_strict(weights, return_dtype=pl.Float64).to_numpy() if weights else None
     return lgb.Dataset(
         part.select(SCHEMA).to_numpy(),
         label=part["label"].to_numpy(),
         group=groups,
+        weight=row_weight,
         feature_name=list(SCHEMA),
         reference=reference,
         free_raw_data=False,
@@ -183,9 +219,10 @@ def train_booster(
     rounds: int | None = None,
 ) -> tuple[lgb.Booster, int]:
     """Train on ``train`` queries; early-stop on ``valid`` ones (or run ``rounds`` rounds)."""
-    train_set = _dataset(frame, train)
+    balance = params.balance_collections
+    train_set = _dataset(frame, train, balance=balance)
     if valid:
-        valid_set = _dataset(frame, valid, reference=train_set)
+        valid_set = _dataset(frame, valid, reference=train_set, balance=balance)
         booster = lgb.train(
             params.lightgbm(),
             train_set,
