@@ -235,7 +235,11 @@ def evaluate(
     sample: int | None = None,
     sample_seed: int = 0,
 ) -> EvalResult:
-    """Every judged query of a collection through ``ranker_name`` as served; pytrec_eval's metrics."""
+    """Every judged query of a collection through ``ranker_name`` as served; pytrec_eval's metrics.
+
+    Cross-validated ``ltr`` also trains on ``train_with`` and on the comma-separated
+    collections of ``options["train_with"]`` (how a rankers.toml config names its mix).
+    """
     settings = settings or Settings()
     options = dict(options or {})
     if ranker_name not in ranker_names():
@@ -263,7 +267,8 @@ def evaluate(
         if ranker_name.startswith("ltr") and not options.get("model"):
             from training.ltr_folds import fold_models
 
-            cv = fold_models(dataset, settings, folds=folds, train_with=train_with)
+            mix = [*train_with, *(Path(p) for p in options.get("train_with", "").split(",") if p)]
+            cv = fold_models(dataset, settings, folds=folds, train_with=mix)
             extra.update(cv.report())
             ranked = {}
             for fold, model_dir in cv.models.items():

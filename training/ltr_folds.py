@@ -2,8 +2,9 @@
 
 ``trawl eval --ranker ltr`` serves fold ``f``'s queries with the model trained on the
 other folds (and on every query of the ``train_with`` collections, when the mix is
-asked for), through the normal ``ltr`` stage. Nothing scores a query with a model that
-saw its judgments or chose its rounds on them.
+asked for; the evaluated collection itself is dropped from that list), through the normal
+``ltr`` stage. Nothing scores a query with a model that saw its judgments or chose its
+rounds on them.
 
 Folds: the collection's ``folds.tsv`` when it has one (crawl-derived sets: split by
 target page, so no page is trained and tested on), else a seeded split by query.
@@ -80,6 +81,8 @@ def fold_models(
     from training.evaluate import cached_index
 
     params = params or dataclasses.replace(LtrParams(), seed=seed)
+    # The evaluated collection among the mix would put its test fold into training.
+    train_with = [r for r in train_with if Path(r).resolve() != dataset.root.resolve()]
     own = collection_frame(dataset.root, settings)
     prefix = collection_prefix(dataset)
     frames = [own.frame.with_columns((pl.lit(prefix) + pl.col("qid")).alias("qid"))]

@@ -100,3 +100,17 @@ def test_cross_validated_ltr_serves_each_fold_its_own_model(settings: Settings, 
     for fold, model in enumerate(models):
         in_fold = [q for q in qids if assignment[q] == fold]
         assert_same_as_api(eval_settings(settings, ltr_model=model), slice_dir, "ltr", result.run, in_fold)
+
+
+def test_a_mix_that_names_the_evaluated_collection_never_trains_on_its_test_fold(
+    settings: Settings, slice_dir: Path
+) -> None:
+    from rerank.ltr import LtrModel
+    from training.ltr_folds import fold_assignment
+
+    result = evaluate(slice_dir, "ltr", settings=settings, folds=3, options={"train_with": str(slice_dir)})
+    assert result.extra["cv"]["train_with"] == []
+    assignment, _ = fold_assignment(BeirDataset(slice_dir), sorted(result.run), 3)
+    for fold, model in enumerate(result.extra["cv"]["fold_models"]):
+        others = sum(1 for f in assignment.values() if f != fold)
+        assert LtrModel.load(Path(model)).card["queries"] <= others
