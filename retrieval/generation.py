@@ -114,12 +114,16 @@ class GenerationSet:
         self._open: OrderedDict[str, Generation] = OrderedDict()
         self._pointer: tuple[float, str] | None = None
         self.listeners: list[Callable[[Generation], None]] = []
-        first = opener(resolve_index(self.index))
+        # Pointer and stamp are read before opening: a publish or an update committed while
+        # the shards open then differs from what was read, so the next refresh picks it up.
+        self._pointer = self._read_pointer()
+        path = resolve_index(self.index)
+        stamp = read_update_stamp(path)
+        first = opener(path)
         self._open[first.id] = first
         self._current = first
-        self._pointer = self._read_pointer()
-        self._stamps: dict[str, tuple[int, int] | None] = {first.id: read_update_stamp(first.path)}
-        """Per open generation, the in-place update stamp it was opened at."""
+        self._stamps: dict[str, tuple[int, int] | None] = {first.id: stamp}
+        """Per open generation, the in-place update stamp it was opened at (or before)."""
 
     @property
     def current(self) -> Generation:
@@ -171,11 +175,13 @@ class GenerationSet:
                 return False
             generation = self._open.get(wanted)
             if generation is None:
-                generation = self._opener(IndexRoot(self.index).path_of(wanted))
+                path = IndexRoot(self.index).path_of(wanted)
+                stamp = read_update_stamp(path)
+                generation = self._opener(path)
                 if self._warm is not None:
                     self._warm(generation)
                 self._open[wanted] = generation
-                self._stamps[wanted] = read_update_stamp(generation.path)
+                self._stamps[wanted] = stamp
             self._open.move_to_end(wanted)
             self._current = generation
             self._pointer = pointer
