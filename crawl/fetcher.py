@@ -77,6 +77,9 @@ class FetchResult:
     request_headers: dict[str, str] = field(default_factory=dict)
     http_version: str = "HTTP/1.1"
     fetched_at: float = 0.0
+    """When the request that got this response was sent (Unix seconds), not when the answer
+    was read: the content is at least as new as this, so a change the server made while a
+    slow answer was on its way counts as after the fetch. ``elapsed_s`` is the duration."""
 
     @property
     def media_type(self) -> str:
@@ -254,6 +257,7 @@ class Fetcher:
             target = f"http://{ip_host}{':' + port if port else ''}/{path}"
             headers["Host"] = authority
         request = self._client.build_request("GET", target, headers=headers)
+        sent_at = time.time()
         try:
             with pinned(host, address):
                 response = await self._client.send(request, stream=True)
@@ -315,5 +319,5 @@ class Fetcher:
             address=address,
             request_headers=headers,
             http_version=response.http_version,
-            fetched_at=time.time(),
+            fetched_at=sent_at,
         )

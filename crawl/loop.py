@@ -567,7 +567,7 @@ class _CrawlRun:
     async def _handle_response(self, lease: Lease, result: FetchResult) -> UrlUpdate:
         url = lease.url
         status = result.status
-        now = time.time()
+        now = result.fetched_at or time.time()  # the request's start: what "changed since" compares to
         if status == 429 or status >= 500:
             return self._retry_or_fail(lease, Outcome.HTTP, status)
         fetched = UrlUpdate(
