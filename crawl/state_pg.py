@@ -156,22 +156,35 @@ _SAVE_HOST = (
     "ON CONFLICT (host) DO UPDATE SET next_allowed = GREATEST(hosts.next_allowed, excluded.next_allowed), "
     "backoff_s = excluded.backoff_s, errors = excluded.errors"
 )
-_LEASE_HOST = """
-UPDATE hosts SET lease_owner = %(owner)s, lease_until = %(until)s
-WHERE host = (
-    SELECT h.host FROM hosts h
+_LEASE = """
+WITH h AS (
+    SELECT h.host, h.backoff_s, h.errors FROM hosts h
     WHERE h.next_allowed <= %(now)s AND h.lease_until < %(now)s
       AND EXISTS (SELECT 1 FROM urls u WHERE u.host = h.host AND u.status = 'pending')
     ORDER BY h.next_allowed, h.seq LIMIT 1
     FOR UPDATE SKIP LOCKED
+), u AS (
+    SELECT urls.url FROM urls JOIN h ON urls.host = h.host
+    WHERE urls.status = 'pending'
+    ORDER BY urls.priority DESC, urls.id LIMIT 1
+    FOR UPDATE OF urls SKIP LOCKED
+), leased_host AS (
+    UPDATE hosts SET lease_owner = %(owner)s, lease_until = %(until)s
+    FROM h, u WHERE hosts.host = h.host
+    RETURNING hosts.host
 )
-RETURNING host, backoff_s, errors
+UPDATE urls SET status = 'leased', lease_until = %(until)s, lease_owner = %(owner)s
+FROM h, u, leased_host
+WHERE urls.url = u.url
+RETURNING urls.url, urls.host, urls.depth, urls.priority, urls.kind, urls.retries, urls.redirects,
+    urls.etag, urls.last_modified, urls.content_hash, urls.interval_s, urls.fetch_count, urls.next_fetch,
+    urls.fetch_count > 0 AS has_history, h.backoff_s, h.errors
 """
-_NEXT_URL = (
-    "SELECT url, host, depth, priority, kind, retries, redirects, etag, last_modified, content_hash, "
-    "interval_s, fetch_count, next_fetch, fetch_count > 0 AS has_history FROM urls "
-    "WHERE host = %(host)s AND status = 'pending' ORDER BY priority DESC, id LIMIT 1 FOR UPDATE SKIP LOCKED"
-)
+"""Lease the best ready host and its best pending URL in one statement (one round trip).
+
+The host row is locked ``FOR UPDATE SKIP LOCKED`` (racing workers never wait on each
+other) and leased only together with a URL: when its last pending URL was just taken
+under another lease, nothing is leased and the statement returns no row."""
 _RELEASE_HOST = (
     "UPDATE hosts SET next_allowed = GREATEST(next_allowed, %(next_allowed)s), backoff_s = %(backoff_s)s, "
     "errors = %(errors)s, "
@@ -387,30 +400,19 @@ class PgCrawlDb:
     # -- leasing (the fleet's coordination) ------------------------------------
 
     def lease_next(self, owner: str, now: float, until: float) -> dict[str, Any] | None:
-        """Lease the host whose time has come and its best pending URL, in one transaction.
+        """Lease the host whose time has come and its best pending URL, in one statement.
 
         The host row is locked ``FOR UPDATE SKIP LOCKED``: workers racing for hosts never
         wait on each other, and a host leased by one is invisible to the rest until it
         is released or its lease runs out.
         """
         params = {"owner": owner, "now": now, "until": until}
-        with self._lock, self._conn.transaction():
-            host = self._conn.execute(_LEASE_HOST, params).fetchone()
-            if host is None:
-                return None
-            row = self._conn.execute(_NEXT_URL, {"host": host["host"]}).fetchone()
-            if row is None:  # its last pending URL was leased meanwhile under another host lease
-                self._conn.execute(
-                    "UPDATE hosts SET lease_owner = '', lease_until = 0 WHERE host = %s", (host["host"],)
-                )
-                return None
-            self._conn.execute(
-                "UPDATE urls SET status = 'leased', lease_until = %(until)s, lease_owner = %(owner)s "
-                "WHERE url = %(url)s",
-                {"until": until, "owner": owner, "url": row["url"]},
-            )
-        row["backoff_s"] = float(host["backoff_s"])
-        row["errors"] = int(host["errors"])
+        with self._lock:
+            row = self._conn.execute(_LEASE, params).fetchone()
+        if row is None:
+            return None
+        row["backoff_s"] = float(row["backoff_s"])
+        row["errors"] = int(row["errors"])
         return row
 
     def release_host(self, owner: str, state: HostState) -> None:
