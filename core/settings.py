@@ -153,6 +153,9 @@ class CrawlSettings(BaseModel):
     run`` round): the ones with the highest P(changed) x importance (``crawl.tiers``); the
     rest stay due for the next round, so a large backlog cannot starve new URLs. A round
     at the default concurrency fetches about this many in a minute. 0: every due page."""
+    sitemap_refetch_s: float = Field(3_600, gt=0)
+    """Seconds between fetches of a known sitemap (conditional GET; robots and politeness as
+    for pages): how soon its new ``<lastmod>`` dates make the pages they name due."""
     near_dup_max_distance: int = Field(3, ge=0, le=3)
     flush_every: int = Field(200, ge=1)
     """Results per commit: documents, edges and crawl state are written together."""

@@ -1,9 +1,10 @@
 """A crawl that never ends: rounds of new URLs and due recrawls until stopped.
 
-Each round is one ``Crawler.run`` with ``recrawl`` (due pages made pending again), so
-each round keeps the crawler's durability: batches written before they are
-acknowledged, leases of a killed process returned at the next open. Between rounds
-the crawl waits ``idle_s`` for pages to come due.
+Each round is one ``Crawler.run`` with ``recrawl`` (due pages made pending again, and
+known sitemaps every ``crawl.sitemap_refetch_s``, whose newer ``<lastmod>`` dates make
+their pages due in the round after), so each round keeps the crawler's durability:
+batches written before they are acknowledged, leases of a killed process returned at
+the next open. Between rounds the crawl waits ``idle_s`` for pages to come due.
 """
 
 from __future__ import annotations

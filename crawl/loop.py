@@ -108,8 +108,8 @@ def removal_reason(lease: Lease, update: UrlUpdate) -> str:
     Only a page with an earlier fetch can have a document to remove; transient
     failures (5xx, timeouts, retries) remove nothing.
     """
-    if not lease.fetch_count or update.outcome not in _REMOVING:
-        return ""
+    if not lease.fetch_count or lease.kind != UrlKind.PAGE or update.outcome not in _REMOVING:
+        return ""  # a sitemap gone or disallowed has no document to remove
     if update.outcome == Outcome.HTTP and (update.http_status or 0) < 400:
         return ""
     return update.outcome_key
@@ -646,6 +646,24 @@ class _CrawlRun:
         return replace(update, next_fetch=(update.last_fetch or time.time()) + interval, interval_s=interval)
 
     def _handle_sitemap(self, lease: Lease, result: FetchResult, fetched: UrlUpdate) -> UrlUpdate:
+        """List the sitemap's pages and child sitemaps, and schedule its next fetch.
+
+        Every answer, an error too, makes the sitemap due again ``sitemap_refetch_s`` after
+        this fetch (``CrawlDb.schedule_recrawl`` makes it pending then), with its validators
+        kept for a conditional GET: a changed ``<lastmod>`` is how a listed page becomes due.
+        """
+        interval = self.settings.sitemap_refetch_s
+        fetched = replace(
+            fetched,
+            next_fetch=(fetched.last_fetch or time.time()) + interval,
+            interval_s=interval,
+            etag=result.headers.get("etag", lease.etag if result.not_modified else ""),
+            last_modified=result.headers.get(
+                "last-modified", lease.last_modified if result.not_modified else ""
+            ),
+        )
+        if result.not_modified:
+            return replace(fetched, outcome=Outcome.NOT_MODIFIED)
         if result.status >= 300:
             return replace(fetched, outcome=Outcome.HTTP)
         entries = parse_sitemap(result.body, max_bytes=self.settings.max_page_bytes)

@@ -277,6 +277,12 @@ _DUE = (
     "AND (next_fetch <= :now OR lastmod > last_fetch)"
 )
 """Fetched pages whose next fetch has come, or whose sitemap says they changed since."""
+_SITEMAPS_DUE = (
+    "UPDATE urls SET status = 'pending', retries = 0 WHERE kind = 'sitemap' AND status = 'done' "
+    "AND fetch_count > 0 AND (next_fetch <= :now OR (next_fetch IS NULL AND outcome = 'sitemap'))"
+)
+"""Fetched sitemaps whose refetch has come. One read before refetches were scheduled is due
+now; one that redirected (its target is a sitemap of its own) or was too large is not."""
 _COLUMNS_ADDED = (("lastmod", "REAL"),)
 """Columns a database made by an earlier version lacks: added on open, rows kept."""
 _SET_LASTMOD = "UPDATE urls SET lastmod = ? WHERE url = ? AND (lastmod IS NULL OR lastmod < ?)"
@@ -527,9 +533,12 @@ class CrawlDb:
         """Make fetched pages whose next fetch is due pending again; returns how many.
 
         With ``budget``, only that many: the due pages with the highest P(changed) ×
-        importance (``crawl.tiers``); the rest stay due for a later round.
+        importance (``crawl.tiers``); the rest stay due for a later round. Due sitemaps
+        become pending too, outside the budget and the count: their ``<lastmod>`` is what
+        makes the pages they list due.
         """
         with self._write_lock:
+            self._conn.execute(_SITEMAPS_DUE, {"now": now})
             if budget is None:
                 cursor = self._conn.execute(
                     f"UPDATE urls SET status = 'pending', retries = 0 WHERE {_DUE}", {"now": now}

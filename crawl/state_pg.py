@@ -119,6 +119,11 @@ _DUE = (
     "AND (next_fetch <= %s OR lastmod > last_fetch)"
 )
 """Fetched pages whose next fetch has come, or whose sitemap says they changed since."""
+_SITEMAPS_DUE = (
+    "UPDATE urls SET status = 'pending', retries = 0 WHERE kind = 'sitemap' AND status = 'done' "
+    "AND fetch_count > 0 AND (next_fetch <= %s OR (next_fetch IS NULL AND outcome = 'sitemap'))"
+)
+"""As on SQLite: fetched sitemaps whose refetch has come."""
 _SET_LASTMOD = "UPDATE urls SET lastmod = %s WHERE url = %s AND (lastmod IS NULL OR lastmod < %s)"
 _INSERT_URL = (
     "INSERT INTO urls(url, host, kind, depth, priority, status, outcome, "
@@ -530,8 +535,10 @@ class PgCrawlDb:
 
     def schedule_recrawl(self, now: float, *, budget: int | None = None, prior_s: float = 86_400.0,
                          importance: Importance = ({}, {})) -> int:  # fmt: skip
-        """As ``CrawlDb.schedule_recrawl``: every due page, or the ``budget`` best by ``crawl.tiers``."""
+        """As ``CrawlDb.schedule_recrawl``: every due page, or the ``budget`` best by ``crawl.tiers``;
+        due sitemaps too, outside the budget."""
         with self._lock:
+            self._conn.execute(_SITEMAPS_DUE, (now,))
             if budget is None:
                 cursor = self._conn.execute(
                     f"UPDATE urls SET status = 'pending', retries = 0 WHERE {_DUE}", (now,)
