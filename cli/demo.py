@@ -88,8 +88,29 @@ def describe_crawl(summary: CrawlSummary) -> str:
     return " · ".join(parts)
 
 
-def _background_backfill(root: str, threads: int) -> None:
+def _die_with(parent: int) -> None:
+    """End this process when ``parent`` dies, however it dies (SIGKILL included).
+
+    A daemonic multiprocessing child is stopped only when its parent exits normally; a
+    demo killed by a signal would leave its backfill encoding for minutes. Linux's
+    ``PR_SET_PDEATHSIG`` sends SIGTERM at the parent's death; the ``getppid`` check
+    covers a parent that died before the call.
+    """
+    import ctypes
+    import signal
+
+    try:
+        ctypes.CDLL(None, use_errno=True).prctl(1, int(signal.SIGTERM))  # 1: PR_SET_PDEATHSIG
+    except (OSError, AttributeError):  # not Linux: the parent's normal exit still stops it
+        pass
+    if os.getppid() != parent:
+        os._exit(1)
+
+
+def _background_backfill(root: str, threads: int, parent: int | None = None) -> None:
     """The child process: embed the serving generation into a new one and publish it."""
+    if parent is not None:
+        _die_with(parent)
     os.nice(10)  # queries first: the scheduler gives the serving process the CPU it asks for
     from cli.embed import passage_progress
     from core.settings import Settings
@@ -131,7 +152,10 @@ def _switch_when_embedded(
         time.sleep(0.05)
     console.print(f"search answers (BM25) {time.monotonic() - crawl_end:.1f} s after the crawl ended")
     child = multiprocessing.get_context("spawn").Process(
-        target=_background_backfill, args=(str(root), threads), name="trawl-demo-embed", daemon=True
+        target=_background_backfill,
+        args=(str(root), threads, os.getpid()),
+        name="trawl-demo-embed",
+        daemon=True,
     )
     child.start()
     child.join()

@@ -24,7 +24,7 @@ def free_port() -> int:
         return int(s.getsockname()[1])
 
 
-def make_site(root: Path) -> None:
+def make_site(root: Path, paragraphs: int = 12) -> None:
     root.mkdir()
     links = "".join(f'<li><a href="{t}.html">{t}</a></li>' for t in TOPICS)
     (root / "index.html").write_text(
@@ -32,7 +32,8 @@ def make_site(root: Path) -> None:
     )
     for i, topic in enumerate(TOPICS):
         body = " ".join(
-            f"<p>How {topic} work in Python, part {j}: example {i}-{j} of {topic}.</p>" for j in range(12)
+            f"<p>How {topic} work in Python, part {j}: example {i}-{j} of {topic}.</p>"
+            for j in range(paragraphs)
         )
         (root / f"{topic}.html").write_text(
             f"<html><head><title>About {topic}</title></head><body><h1>{topic}</h1>{body}"
@@ -131,3 +132,64 @@ def test_the_demo_serves_bm25_then_switches_to_vectors_without_a_restart(tmp_pat
     text = out.decode()
     assert "crawled 9 pages" in text and "search answers (BM25)" in text and "full engine serving" in text
     assert "CrawlSummary(" not in text
+
+
+def children_of(pid: int) -> list[int]:
+    """Live (not zombie) processes whose parent is ``pid``, from /proc."""
+    found = []
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            fields = stat.read_text().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        if int(fields[1]) == pid and fields[0] != "Z":
+            found.append(int(stat.parent.name))
+    return found
+
+
+def alive(pid: int) -> bool:
+    try:
+        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+    except OSError:
+        return False
+    return state != "Z"
+
+
+def test_a_killed_demo_takes_its_background_backfill_with_it(tmp_path: Path) -> None:
+    make_site(tmp_path / "site", paragraphs=600)  # a backfill of minutes, not seconds
+    port, site_port = free_port(), free_port()
+    job = demo(
+        tmp_path,
+        "--site",
+        str(tmp_path / "site"),
+        "--data",
+        "d",
+        "--port",
+        str(port),
+        "--site-port",
+        str(site_port),
+    )
+    progress = tmp_path / "d" / "index" / "backfill.json"
+
+    def embedding() -> list[int]:
+        children = [c for c in children_of(job.pid) if "spawn_main" in Path(f"/proc/{c}/cmdline").read_text()]
+        state = json.loads(progress.read_text()).get("state") if progress.exists() else None
+        return children if state == "embedding" else []
+
+    try:
+        backfill = wait_for(embedding, 180, "the backfill encoding", job)
+        job.kill()  # SIGKILL: no exit handler of the demo runs
+        job.wait(timeout=10)
+        deadline = time.monotonic() + 5
+        while time.monotonic() < deadline and any(alive(c) for c in backfill):
+            time.sleep(0.1)
+        assert not any(alive(c) for c in backfill), "the backfill outlived the demo"
+    finally:
+        if job.poll() is None:
+            job.kill()
+        job.communicate(timeout=30)
+        for c in children_of(1):
+            if alive(c) and "spawn_main" in Path(f"/proc/{c}/cmdline").read_text(errors="replace"):
+                cwd = Path(f"/proc/{c}/cwd")
+                if cwd.exists() and cwd.resolve() == tmp_path.resolve():
+                    os.kill(c, 9)  # never leave an orphan behind when the assertion fails
