@@ -30,7 +30,7 @@ import base64
 import hashlib
 import json
 import math
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Self
@@ -38,9 +38,9 @@ from typing import Any, Self
 import numpy as np
 from numpy.typing import NDArray
 
-from core.atomic import write_text
+from core.atomic import write_text, write_with
 from core.types import DocId, Query
-from retrieval.layout import forward_array, forward_manifest, forward_terms
+from retrieval.layout import forward_array, forward_manifest, forward_stale, forward_terms
 from retrieval.tokenizer import analyze
 
 FORMAT_VERSION = 1
@@ -251,6 +251,9 @@ class ForwardIndex:
         self.term_hashes = load("term_hashes")
         self.terms: tuple[str, ...] = tuple(forward_terms(self.directory).read_text().splitlines())
         self._term_ids = {t: i for i, t in enumerate(self.terms)}
+        self._stale = read_stale(self.directory)
+        """Documents updated in place: their text differs from their rows here, so they count
+        as absent until the next build (compaction) writes the forward index again."""
 
     @classmethod
     def open_if_present(cls, directory: Path) -> Self | None:
@@ -260,13 +263,15 @@ class ForwardIndex:
         return len(self.doc_ids)
 
     def rows(self, doc_ids: Sequence[int]) -> NDArray[np.int64]:
-        """Row of each document (-1 when this shard does not have it)."""
+        """Row of each document (-1 when this shard does not have it, or has an older version)."""
         wanted = np.asarray([int(d) for d in doc_ids], dtype=np.uint64)
         at = np.searchsorted(self._sorted_ids, wanted)
         at = np.minimum(at, max(len(self._sorted_ids) - 1, 0))
         if len(self._sorted_ids) == 0:
             return np.full(len(wanted), -1, dtype=np.int64)
         found = self._sorted_ids[at] == wanted
+        if len(self._stale):
+            found &= ~np.isin(wanted, self._stale)
         return np.where(found, self._order[at], -1).astype(np.int64)
 
     def term_ids(self, tokens: Sequence[str]) -> NDArray[np.int64]:
@@ -390,6 +395,36 @@ def _presence(
     hit_pos, hit_term = np.nonzero(match)
     present[seg[hit_pos], hit_term] = True
     return present
+
+
+def read_stale(directory: Path) -> NDArray[np.uint64]:
+    """Ids of the documents updated in place since ``directory``'s forward index was written."""
+    path = forward_stale(directory)
+    if not path.exists():
+        return np.zeros(0, dtype=np.uint64)
+    stale: NDArray[np.uint64] = np.load(path).astype(np.uint64)
+    return stale
+
+
+def mark_stale(directory: Path, doc_ids: Iterable[int]) -> None:
+    """Add ``doc_ids`` (replaced, added or deleted in place) to the forward index's stale set."""
+    if not forward_manifest(directory).exists():
+        return
+    ids = np.fromiter((int(d) for d in doc_ids), dtype=np.uint64)
+    if not len(ids):
+        return
+    merged = np.union1d(read_stale(directory), ids)
+    write_with(forward_stale(directory), lambda tmp: _save(tmp, merged))
+
+
+def _save(path: Path, array: NDArray[Any]) -> None:
+    with path.open("wb") as handle:
+        np.save(handle, array)
+
+
+def covers(forward: ForwardIndex, doc_ids: Sequence[DocId]) -> bool:
+    """True when every document has its current text in ``forward``."""
+    return bool(np.all(forward.rows(doc_ids) >= 0))
 
 
 def shard_features(forward: ForwardIndex, terms: QueryTerms, doc_ids: Sequence[DocId]) -> ShardFeatures:

@@ -217,6 +217,11 @@ def forward_array(forward_path: Path, name: str) -> Path:
     return Path(forward_path) / f"{name}.npy"
 
 
+def forward_stale(forward_path: Path) -> Path:
+    """Documents replaced or deleted in place since the forward index was written."""
+    return Path(forward_path) / "stale.npy"
+
+
 # -- vectors of one shard ----------------------------------------------------------------
 
 

@@ -27,7 +27,7 @@ import tantivy
 from core.errors import IndexStateError, ManifestError
 from core.settings import SearchSettings
 from core.types import DocId, Document, Query, ScoredDoc
-from retrieval.forward import ForwardIndex, ForwardWriter
+from retrieval.forward import ForwardIndex, ForwardWriter, mark_stale
 from retrieval.layout import forward_dir, lexical_manifest
 from retrieval.stats import BALLAST_TOKEN, CorpusStats, bm25_idf
 from retrieval.tokenizer import analyze, analyzed_text, stems, words
@@ -193,6 +193,8 @@ class LexicalShardWriter:
         self.field_tokens: dict[str, int] = dict.fromkeys(TEXT_FIELDS, 0)
         self.forward = ForwardWriter(forward_dir(self.path))
         """Token ids of what the text features read, per document (:mod:`retrieval.forward`)."""
+        self._changed_in_place: set[int] = set()
+        """Documents replaced or deleted by in-place updates: stale in the shard's forward index."""
 
     def _document(self, doc: Document) -> tuple[tantivy.Document, str]:
         """The Tantivy document of ``doc`` and its normalised body; counts its field lengths."""
@@ -297,6 +299,7 @@ class LexicalShardWriter:
         self._writer.delete_documents_by_query(
             tantivy.Query.term_query(self._index.schema, "doc_id", int(doc_id))
         )
+        self._changed_in_place.add(int(doc_id))
 
     def drop_ballast(self) -> None:
         """Delete every ballast document (a new plan is added after updates)."""
@@ -305,7 +308,14 @@ class LexicalShardWriter:
         )
 
     def commit_update(self, *, docs: int, nonempty_fields: Mapping[str, int]) -> None:
-        """Commit in-place updates; the shard manifest gets the new real-document counts."""
+        """Commit in-place updates; the shard manifest gets the new real-document counts.
+
+        The forward index is not rewritten per batch (that would cost the whole shard):
+        the documents changed here are marked stale in it first, so a query whose
+        candidates include one computes its text features from the stored documents,
+        which give the same values (``rerank.features.compute_features``).
+        """
+        mark_stale(forward_dir(self.path), self._changed_in_place)
         self._writer.commit()
         self._writer.wait_merging_threads()
         manifest = {
