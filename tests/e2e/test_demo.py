@@ -71,6 +71,14 @@ def demo(tmp_path: Path, *args: str) -> subprocess.Popen[bytes]:
     )
 
 
+def demo_on_site(tmp_path: Path) -> tuple[subprocess.Popen[bytes], int, int]:
+    """The demo over ``tmp_path/site`` into ``tmp_path/d`` on free ports; (process, port, site port)."""
+    port, site_port = free_port(), free_port()
+    site = str(tmp_path / "site")
+    args = ("--site", site, "--data", "d", "--port", str(port), "--site-port", str(site_port))
+    return demo(tmp_path, *args), port, site_port
+
+
 def test_a_busy_port_is_reported_in_one_line_before_any_work(tmp_path: Path) -> None:
     make_site(tmp_path / "site")
     with socket.socket() as taken:
@@ -89,19 +97,8 @@ def test_a_busy_port_is_reported_in_one_line_before_any_work(tmp_path: Path) -> 
 @pytest.mark.slow  # crawls, indexes, loads the model in a child process and switches generation
 def test_the_demo_serves_bm25_then_switches_to_vectors_without_a_restart(tmp_path: Path) -> None:
     make_site(tmp_path / "site")
-    port, site_port = free_port(), free_port()
+    job, port, site_port = demo_on_site(tmp_path)
     base = f"http://127.0.0.1:{port}"
-    job = demo(
-        tmp_path,
-        "--site",
-        str(tmp_path / "site"),
-        "--data",
-        "d",
-        "--port",
-        str(port),
-        "--site-port",
-        str(site_port),
-    )
     try:
         first = wait_for(lambda: json.loads(get(f"{base}/healthz")[1] or "null"), 90, "search answers", job)
         status, page = get(f"{base}/?q=generators")
@@ -157,18 +154,7 @@ def alive(pid: int) -> bool:
 
 def test_a_killed_demo_takes_its_background_backfill_with_it(tmp_path: Path) -> None:
     make_site(tmp_path / "site", paragraphs=600)  # a backfill of minutes, not seconds
-    port, site_port = free_port(), free_port()
-    job = demo(
-        tmp_path,
-        "--site",
-        str(tmp_path / "site"),
-        "--data",
-        "d",
-        "--port",
-        str(port),
-        "--site-port",
-        str(site_port),
-    )
+    job, _, _ = demo_on_site(tmp_path)
     progress = tmp_path / "d" / "index" / "backfill.json"
 
     def embedding() -> list[int]:

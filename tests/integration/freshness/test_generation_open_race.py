@@ -3,28 +3,17 @@
 from __future__ import annotations
 
 import dataclasses
-import itertools
 from pathlib import Path
 
-from core.crawldir import CrawlDir
-from core.docstore import DocStore
 from core.settings import SearchSettings
 from retrieval.generation import Generation, GenerationSet
-from retrieval.incremental import IncrementalIndexer
 from retrieval.search import SearchService
-from training.datasets import BeirDataset
+from tests.integration.freshness.crawled import crawled_index
 
 
 def test_an_update_landing_while_the_shards_open_is_not_missed(eval_dir: Path, tmp_path: Path) -> None:
-    data, index = tmp_path / "crawl", tmp_path / "index"
-    docs = [
-        dataclasses.replace(d, fetched_at=100.0)
-        for d in itertools.islice(BeirDataset.open(eval_dir / "cranfield").iter_documents(), 100)
-    ]
-    store = DocStore(CrawlDir(data).docs)
-    store.append(docs)
-    indexer = IncrementalIndexer(data, index, shards=2)
-    indexer.compact()
+    crawled = crawled_index(eval_dir, tmp_path, docs=100, shards=2)
+    index, docs, store, indexer = crawled.index, crawled.docs, crawled.store, crawled.indexer
     changed = [dataclasses.replace(d, body=f"{d.body} zebraquasar", fetched_at=200.0) for d in docs[:2]]
     store.append(changed)
     settings = SearchSettings(cache_entries=0, use_vectors=False)

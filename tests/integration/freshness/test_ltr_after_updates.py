@@ -9,20 +9,16 @@ features come from the stored documents.
 from __future__ import annotations
 
 import dataclasses
-import itertools
 from pathlib import Path
 
-from core.crawldir import CrawlDir
-from core.docstore import DocStore
 from core.settings import SearchSettings
 from rerank.ltr import LtrStage
 from retrieval.forward import read_stale
-from retrieval.incremental import IncrementalIndexer
 from retrieval.layout import forward_dir
 from retrieval.lexical import LexicalShard
 from retrieval.search import SearchService
+from tests.integration.freshness.crawled import crawled_index
 from tests.unit.rerank.test_ltr import tiny_model
-from training.datasets import BeirDataset
 
 NOW = 1_750_000_000.0
 
@@ -36,15 +32,8 @@ def ranked(service: SearchService, query: str) -> list[tuple[int, float]]:
 
 
 def test_ltr_scores_updated_documents_from_their_current_text(eval_dir: Path, tmp_path: Path) -> None:
-    data, index = tmp_path / "crawl", tmp_path / "index"
-    docs = [
-        dataclasses.replace(d, fetched_at=100.0)
-        for d in itertools.islice(BeirDataset.open(eval_dir / "cranfield").iter_documents(), 120)
-    ]
-    store = DocStore(CrawlDir(data).docs)
-    store.append(docs)
-    indexer = IncrementalIndexer(data, index, shards=1)
-    indexer.compact()
+    crawled = crawled_index(eval_dir, tmp_path, docs=120, shards=1)
+    index, docs, store, indexer = crawled.index, crawled.docs, crawled.store, crawled.indexer
     config = SearchSettings(cache_entries=0, use_vectors=False)
 
     def open_service() -> SearchService:

@@ -3,30 +3,21 @@
 from __future__ import annotations
 
 import dataclasses
-import itertools
 from pathlib import Path
 
 from core.crawldir import CrawlDir
 from core.deletions import DeletionLog, Removal
-from core.docstore import DocStore
 from core.settings import SearchSettings
-from retrieval.incremental import IncrementalIndexer
 from retrieval.search import SearchService
 from retrieval.shard_http import connect_shards
+from tests.integration.freshness.crawled import crawled_index
 from tests.integration.serving.test_shard_processes import ShardProcess
-from training.datasets import BeirDataset
 
 
 def test_shard_processes_pick_up_an_update_batch(eval_dir: Path, tmp_path: Path) -> None:
-    data, index = tmp_path / "crawl", tmp_path / "index"
-    docs = [
-        dataclasses.replace(d, fetched_at=100.0)
-        for d in itertools.islice(BeirDataset.open(eval_dir / "cranfield").iter_documents(), 200)
-    ]
-    store = DocStore(CrawlDir(data).docs)
-    store.append(docs)
-    indexer = IncrementalIndexer(data, index, shards=2)
-    indexer.compact()
+    crawled = crawled_index(eval_dir, tmp_path, docs=200, shards=2)
+    data, index, docs = crawled.data, crawled.index, crawled.docs
+    store, indexer = crawled.store, crawled.indexer
 
     procs = [ShardProcess(index, 0), ShardProcess(index, 1)]
     try:
