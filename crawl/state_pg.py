@@ -20,11 +20,13 @@ interleaves with a lease in one transaction.
 
 from __future__ import annotations
 
+import functools
 import json
 import logging
 import threading
-from collections.abc import Iterator, Mapping, Sequence
-from typing import TYPE_CHECKING, Any
+import time
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from typing import TYPE_CHECKING, Any, ParamSpec, TypeVar
 
 from crawl.state import (
     HostHealth,
@@ -210,6 +212,37 @@ def _connect(dsn: str) -> psycopg.Connection[dict[str, Any]]:
     from psycopg.rows import dict_row
 
     return psycopg.connect(dsn, autocommit=True, row_factory=dict_row)
+
+
+P = ParamSpec("P")
+R = TypeVar("R")
+_RETRIES = 5
+
+
+def _retry_on_conflict(method: Callable[P, R]) -> Callable[P, R]:
+    """Run a write again when PostgreSQL aborted it as a deadlock or serialization victim.
+
+    Workers write overlapping rows (a URL one worker leases, another discovers again;
+    its lease renewal beside their batch), and PostgreSQL breaks a lock cycle by failing
+    one transaction: it was rolled back whole, and every write here is idempotent, so
+    running it again is the documented remedy.
+    """
+
+    @functools.wraps(method)
+    def wrapper(*args: P.args, **kwargs: P.kwargs) -> R:
+        from psycopg import errors
+
+        for attempt in range(_RETRIES):
+            try:
+                return method(*args, **kwargs)
+            except (errors.DeadlockDetected, errors.SerializationFailure) as exc:
+                if attempt == _RETRIES - 1:
+                    raise
+                logger.info("retrying %s after %s", method.__name__, type(exc).__name__)
+                time.sleep(0.01 * 2**attempt)
+        raise AssertionError("unreachable")
+
+    return wrapper
 
 
 class PgCrawlDb:
@@ -404,6 +437,7 @@ class PgCrawlDb:
 
     # -- leasing (the fleet's coordination) ------------------------------------
 
+    @_retry_on_conflict
     def lease_next(self, owner: str, now: float, until: float) -> dict[str, Any] | None:
         """Lease the host whose time has come and its best pending URL, in one statement.
 
@@ -420,11 +454,13 @@ class PgCrawlDb:
         row["errors"] = int(row["errors"])
         return row
 
+    @_retry_on_conflict
     def release_host(self, owner: str, state: HostState) -> None:
         """End ``owner``'s lease on a host, recording when it may next be asked."""
         with self._lock:
             self._conn.execute(_RELEASE_HOST, _params(state, owner=owner))
 
+    @_retry_on_conflict
     def requeue(self, owner: str, url: str, retries: int, outcome: str | None) -> None:
         """Put a URL leased by ``owner`` back to pending at once (a retry, or robots.txt took its slot).
 
@@ -437,6 +473,7 @@ class PgCrawlDb:
                 (retries, outcome, url, owner),
             )
 
+    @_retry_on_conflict
     def renew_leases(self, owner: str, urls: list[str], until: float) -> None:
         """Extend ``owner``'s leases on ``urls`` (results waiting to be committed) to ``until``."""
         if not urls:
@@ -445,9 +482,10 @@ class PgCrawlDb:
             self._conn.execute(
                 "UPDATE urls SET lease_until = %s "
                 "WHERE url = ANY(%s) AND lease_owner = %s AND status = 'leased'",
-                (until, urls, owner),
+                (until, sorted(urls), owner),
             )
 
+    @_retry_on_conflict
     def reap_expired(self, now: float, *, max_retries: int | None = None) -> list[str]:
         """Return URLs whose lease ran out to pending (one more attempt) and free expired hosts.
 
@@ -484,6 +522,7 @@ class PgCrawlDb:
             logger.warning("%d URLs whose leases ran out used up their retries: marked failed", len(rows))
         return [r["url"] for r in rows]
 
+    @_retry_on_conflict
     def heartbeat(self, owner: str, now: float, counters: dict[str, Any]) -> None:
         with self._lock:
             self._conn.execute(
@@ -511,6 +550,7 @@ class PgCrawlDb:
                 },
             )
 
+    @_retry_on_conflict
     def release_leases(self, owner: str | None = None, *, max_retries: int | None = None) -> int:
         """Return the URLs (and hosts) leased by ``owner`` — every worker when None — to pending.
 
@@ -533,6 +573,7 @@ class PgCrawlDb:
             )
         return cursor.rowcount
 
+    @_retry_on_conflict
     def schedule_recrawl(self, now: float, *, budget: int | None = None, prior_s: float = 86_400.0,
                          importance: Importance = ({}, {})) -> int:  # fmt: skip
         """As ``CrawlDb.schedule_recrawl``: every due page, or the ``budget`` best by ``crawl.tiers``;
@@ -557,6 +598,7 @@ class PgCrawlDb:
                 )
         return len(chosen)
 
+    @_retry_on_conflict
     def record_lastmod(self, lastmods: Mapping[str, float]) -> int:
         """As ``CrawlDb.record_lastmod``: the newest sitemap ``<lastmod>`` of each known URL."""
         if not lastmods:
@@ -568,6 +610,7 @@ class PgCrawlDb:
                 changed += cur.rowcount
         return changed
 
+    @_retry_on_conflict
     def push(self, inserts: Sequence[NewUrl], now: float) -> None:
         """As ``CrawlDb.push``: new URLs added, known ``done`` pages pending again at the given priority."""
         if not inserts:
@@ -580,6 +623,7 @@ class PgCrawlDb:
                 [(n.priority, n.url) for n in sorted(inserts, key=lambda n: n.url)],
             )
 
+    @_retry_on_conflict
     def insert_urls(self, inserts: Sequence[NewUrl], now: float) -> None:
         """New URLs (and their hosts) in one transaction; URLs the fleet already knows are skipped."""
         if not inserts:
@@ -587,6 +631,7 @@ class PgCrawlDb:
         with self._lock, self._conn.transaction(), self._conn.cursor() as cur:
             _insert(cur, inserts, now)
 
+    @_retry_on_conflict
     def apply(
         self,
         *,
@@ -615,7 +660,7 @@ class PgCrawlDb:
                                 fetched_flag=u.fetched,
                                 changed=int(u.changed),
                             )
-                            for u in updates
+                            for u in sorted(updates, key=lambda u: u.url)  # one lock order
                         ],
                     )
                     logged = [
