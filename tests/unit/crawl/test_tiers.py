@@ -13,8 +13,12 @@ DAY = 86_400.0
 
 def test_the_estimate_moves_from_the_prior_towards_the_observed_rate() -> None:
     assert change_rate(0, 0.0, prior_s=DAY) == pytest.approx(1 / DAY)
-    # 10 changes in 10 hours: about one an hour, the prior's day barely counts.
-    assert 1 / change_rate(10, 10 * 3600.0, prior_s=DAY) == pytest.approx((10 * 3600 + DAY) / 11)
+    # One change an hour observed: the estimate sits between that and the prior's one a day,
+    # and the more hours observed, the closer it comes to one an hour.
+    hourly = [1 / change_rate(n, n * 3600.0, prior_s=DAY) for n in (10, 100, 1000)]
+    assert all(3600.0 < mean_s < DAY for mean_s in hourly)
+    assert hourly[0] > hourly[1] > hourly[2]
+    assert hourly[2] == pytest.approx(3600.0, rel=0.03)
     assert change_rate(0, 30 * DAY, prior_s=DAY) < change_rate(0, DAY, prior_s=DAY)
 
 
