@@ -605,7 +605,7 @@ class PgCrawlDb:
             return 0
         changed = 0
         with self._lock, self._conn.transaction(), self._conn.cursor() as cur:
-            for url, when in lastmods.items():
+            for url, when in sorted(lastmods.items()):  # one lock order across workers
                 cur.execute(_SET_LASTMOD, (when, url, when))
                 changed += cur.rowcount
         return changed

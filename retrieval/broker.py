@@ -26,7 +26,7 @@ from numpy.typing import NDArray
 
 from core.errors import ShardUnavailable
 from core.types import DocId, Query
-from retrieval.forward import QueryTerms, ShardFeatures, covers, shard_features
+from retrieval.forward import QueryTerms, ShardFeatures, shard_features
 from retrieval.hybrid import Candidate, merge_shards, shard_candidates
 from retrieval.lexical import DF_CACHE_TERMS, LexicalShard, StoredDoc, stat_terms
 from retrieval.stats import CorpusStats
@@ -118,13 +118,12 @@ class LocalShard:
         )
         forward = self.lexical.forward
         features = None
-        doc_ids = [c.doc_id for c in candidates]
-        if request.with_fields and forward is not None and covers(forward, doc_ids):
+        if request.with_fields and forward is not None:
             # Learned stages ask for fields; their text features are computed here, where
             # the documents live, so shard processes compute them in parallel. A candidate
             # updated in place since the forward index was written (see
-            # ``LexicalShardWriter.commit_update``) sends the query to the stored-text path.
-            features = shard_features(forward, QueryTerms.of(request.query), doc_ids)
+            # ``LexicalShardWriter.commit_update``) gives None: the stored-text path.
+            features = shard_features(forward, QueryTerms.of(request.query), [c.doc_id for c in candidates])
         return ShardReply(
             self.shard_id,
             tuple(candidates),

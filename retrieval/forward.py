@@ -422,18 +422,18 @@ def _save(path: Path, array: NDArray[Any]) -> None:
         np.save(handle, array)
 
 
-def covers(forward: ForwardIndex, doc_ids: Sequence[DocId]) -> bool:
-    """True when every document has its current text in ``forward``."""
-    return bool(np.all(forward.rows(doc_ids) >= 0))
+def shard_features(
+    forward: ForwardIndex, terms: QueryTerms, doc_ids: Sequence[DocId]
+) -> ShardFeatures | None:
+    """The :data:`SHARD_COLUMNS` of ``doc_ids`` (all in this shard) for one query, vectorised.
 
-
-def shard_features(forward: ForwardIndex, terms: QueryTerms, doc_ids: Sequence[DocId]) -> ShardFeatures:
-    """The :data:`SHARD_COLUMNS` of ``doc_ids`` (all in this shard) for one query, vectorised."""
+    None when one of them has no current row here (added or updated in place since the
+    forward index was written): the caller then computes features from stored text.
+    """
     n = len(doc_ids)
     rows = forward.rows(doc_ids)
     if np.any(rows < 0):
-        missing = [d for d, r in zip(doc_ids, rows, strict=True) if r < 0]
-        raise KeyError(f"documents not in this forward index: {missing[:5]}")
+        return None
     out = np.full((n, len(SHARD_COLUMNS)), np.nan, dtype=np.float64)
     qids = forward.term_ids(terms.terms)
     n_terms = len(terms.terms)
