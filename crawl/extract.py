@@ -22,10 +22,10 @@ from __future__ import annotations
 import logging
 import re
 from dataclasses import dataclass
-from datetime import UTC, datetime
 
 from selectolax.lexbor import LexborHTMLParser, LexborNode
 
+from crawl.sitemaps import parse_lastmod
 from crawl.urls import canonicalize_url
 
 logger = logging.getLogger(__name__)
@@ -127,19 +127,6 @@ def _clean_content(text: str | None) -> str:
     return " ".join(text.split())
 
 
-def _parse_time(value: str) -> float | None:
-    value = value.strip()
-    if not value:
-        return None
-    try:
-        parsed = datetime.fromisoformat(value.replace("Z", "+00:00"))
-    except ValueError:
-        return None
-    if parsed.tzinfo is None:
-        parsed = parsed.replace(tzinfo=UTC)
-    return parsed.timestamp()
-
-
 def _robots_directives(tree: LexborHTMLParser, header: str) -> tuple[bool, bool]:
     values = [header.lower()]
     for meta in tree.css("meta[name]"):
@@ -175,13 +162,13 @@ def parse_html(html: str, url: str, *, x_robots_tag: str = "", max_links: int = 
             title = _clean(content)
         kind = _TIME_META.get(key)
         if kind == "published" and published_at is None:
-            published_at = _parse_time(content)
+            published_at = parse_lastmod(content)
         elif kind == "modified" and modified_at is None:
-            modified_at = _parse_time(content)
+            modified_at = parse_lastmod(content)
     if published_at is None:
         time_node = tree.css_first("time[datetime]")
         if time_node is not None:
-            published_at = _parse_time(time_node.attributes.get("datetime") or "")
+            published_at = parse_lastmod(time_node.attributes.get("datetime") or "")
 
     html_node = tree.css_first("html")
     lang = (html_node.attributes.get("lang") or "") if html_node is not None else ""

@@ -38,6 +38,8 @@ def parse_lastmod(text: str) -> float | None:
     """A W3C datetime (``2024``, ``2024-05``, ``2024-05-01``, ``2024-05-01T12:30:00Z``, with
     an offset or fractions) in Unix seconds; UTC where no offset is given; None if unreadable.
 
+    Sitemaps' ``<lastmod>`` and pages' date metadata (``crawl.extract``) use this format.
+
     >>> parse_lastmod("2024-01-01")
     1704067200.0
     >>> parse_lastmod("2024-01-01T01:00:00+01:00")
