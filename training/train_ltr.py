@@ -2,7 +2,9 @@
 
 Why by query: rows of one query are strongly correlated (same query terms, same
 judgments); splitting rows would let a model see a query's judgments and then be
-scored on it. Every split here is a partition of *query ids*.
+scored on it. Every split here is a partition of *query ids*. A collection that fixes
+its own folds (``folds.tsv``: crawl-derived sets, split by target page) keeps them in
+the outer split, so no page is trained and tested on, as ``trawl eval`` splits it.
 
 Each fold ``f`` of ``k``: the test part is fold ``f``; the validation part (early
 stopping) is fold ``f + 1``; the model trains on the remaining ``k - 2`` folds. So the
@@ -39,6 +41,7 @@ from core.settings import Settings
 from core.types import DocId
 from rerank.features import SCHEMA
 from rerank.ltr import LtrModel, model_id_of
+from retrieval.search import AUTO_RANKERS, AUTO_REASONS
 from training.datasets import BeirDataset
 from training.features import CollectionFrame, beir_labels, collection_frame
 from training.metrics import METRICS, evaluate_run
@@ -139,6 +142,14 @@ class CvResult:
         total = sum(f.test_queries for f in self.folds) or 1
         return {m: sum(f.metrics[m] * f.test_queries for f in self.folds) / total for m in METRICS}
 
+    def collection_means(self, qrels: FullQrels) -> dict[str, dict[str, float]]:
+        """Held-out means per pooled collection (``name:`` prefix): a pooled mean is
+        mostly the largest collection's, and each collection is a claim of its own."""
+        by_collection: dict[str, list[str]] = {}
+        for qid in self.scores:
+            by_collection.setdefault(collection_of(qid), []).append(qid)
+        return {name: metrics_of(self.scores, qrels, qids) for name, qids in sorted(by_collection.items())}
+
 
 def query_folds(qids: Sequence[str], k: int = DEFAULT_FOLDS, *, seed: int = 0) -> dict[str, int]:
     """Deterministic shuffled assignment of query ids to ``k`` folds (sizes differ by ≤ 1)."""
@@ -147,11 +158,25 @@ def query_folds(qids: Sequence[str], k: int = DEFAULT_FOLDS, *, seed: int = 0) -
     return {qid: i % k for i, qid in enumerate(order)}
 
 
-def cv_splits(qids: Sequence[str], k: int = DEFAULT_FOLDS, *, seed: int = 0) -> list[Split]:
-    """k outer splits of query ids: test = fold f, train = every other fold."""
+def outer_folds(
+    qids: Sequence[str], k: int = DEFAULT_FOLDS, *, seed: int = 0, fixed: Mapping[str, int] | None = None
+) -> dict[str, int]:
+    """Query id → fold: a query with a ``fixed`` fold keeps it (modulo ``k``, so queries
+    that share a fold still do); the others get :func:`query_folds`'s seeded split."""
+    fixed = fixed or {}
+    free = [q for q in qids if q not in fixed]
+    out = query_folds(free, k, seed=seed) if free else {}
+    out.update({q: fixed[q] % k for q in qids if q in fixed})
+    return out
+
+
+def cv_splits(
+    qids: Sequence[str], k: int = DEFAULT_FOLDS, *, seed: int = 0, fixed: Mapping[str, int] | None = None
+) -> list[Split]:
+    """k outer splits of query ids: test = fold f, train = every other fold (see :func:`outer_folds`)."""
     if k < 2:
         raise ConfigError(f"folds={k}: need at least 2.")
-    fold = query_folds(qids, k, seed=seed)
+    fold = outer_folds(qids, k, seed=seed, fixed=fixed)
     ordered = sorted(fold)
     return [
         Split(
@@ -290,13 +315,17 @@ def cross_validate(
     folds: int = DEFAULT_FOLDS,
     inner_folds: int = DEFAULT_INNER_FOLDS,
     seed: int = 0,
+    fixed_folds: Mapping[str, int] | None = None,
     on_progress: ProgressFn | None = None,
 ) -> CvResult:
-    """k-fold CV by query: each query scored only by the model of the fold that held it out."""
+    """k-fold CV by query: each query scored only by the model of the fold that held it out.
+
+    ``fixed_folds``: query id → fold for queries whose collection fixes its folds.
+    """
     started = time.perf_counter()
     judged = [q for q in dict.fromkeys(frame["qid"].to_list()) if qrels.get(q)]
     result = CvResult(folds=[])
-    for split in cv_splits(judged, folds, seed=seed):
+    for split in cv_splits(judged, folds, seed=seed, fixed=fixed_folds):
         model = fit(frame, split.train, params, inner_folds=inner_folds, seed=seed)
         test = frame.filter(pl.col("qid").is_in(list(split.test)))
         scores = score_frame(test, functools.partial(_predict, model.booster))
@@ -343,12 +372,20 @@ def train_ltr(
     params: LtrParams | None = None,
     folds: int = DEFAULT_FOLDS,
     seed: int = 0,
+    fixed_folds: Mapping[str, int] | None = None,
+    default_ranker: Mapping[str, Any] | None = None,
     on_progress: ProgressFn | None = None,
 ) -> tuple[LtrModel, CvResult]:
-    """Cross-validate, then train the deployable model on every query; returns it with its card."""
+    """Cross-validate, then train the deployable model on every query; returns it with its card.
+
+    ``default_ranker``: why the service serves this model by default (or not), recorded
+    in the card beside the figures it rests on.
+    """
     params = params or LtrParams()
     started = time.perf_counter()
-    cv = cross_validate(frame, qrels, params, folds=folds, seed=seed, on_progress=on_progress)
+    cv = cross_validate(
+        frame, qrels, params, folds=folds, seed=seed, fixed_folds=fixed_folds, on_progress=on_progress
+    )
     qids = [q for q in dict.fromkeys(frame["qid"].to_list()) if qrels.get(q)]
     final = fit(frame, qids, params, seed=seed)
     rounds = final.rounds
@@ -371,12 +408,17 @@ def train_ltr(
             "folds": folds,
             "seed": seed,
             "split": "by query: test = fold f; train = the other folds, whose own inner "
-            f"{DEFAULT_INNER_FOLDS}-fold CV (early stopping) picks the rounds",
+            f"{DEFAULT_INNER_FOLDS}-fold CV by query (early stopping) picks the rounds; a collection "
+            "with folds.tsv keeps its folds (fold mod k) in the outer split",
+            "fixed_fold_queries": sum(1 for q in qids if fixed_folds and q in fixed_folds),
             "per_fold": [dataclasses.asdict(f) for f in cv.folds],
             "means": cv.means(),
+            "collection_means": cv.collection_means(qrels),
         },
         "training_seconds": round(time.perf_counter() - started, 2),
     }
+    if default_ranker is not None:
+        card["default_ranker"] = dict(default_ranker)
     model = LtrModel(booster=booster, features=SCHEMA, card=card)
     return model, cv
 
@@ -471,9 +513,15 @@ def train_ltr_on_collections(
             "frame": str(built.path),
             "candidates": f"hybrid union: lexical top-{built.depth} ∪ vector top-{built.depth}",
             "embed_model": settings.embed.model_dump(mode="json"),
+            "folds": "folds.tsv (by target page)" if beir.folds() else f"seeded split by query (seed {seed})",
         }
         for root, beir, built in zip(roots, pooled.datasets, pooled.built, strict=True)
     ]
+    fixed = {
+        collection_prefix(beir) + qid: fold
+        for beir in pooled.datasets
+        for qid, fold in (beir.folds() or {}).items()
+    }
     params = dataclasses.replace(LtrParams(), seed=seed)
     if on_progress is not None:
         on_progress("cross-validation", 0, folds)
@@ -486,8 +534,22 @@ def train_ltr_on_collections(
         params=params,
         folds=folds,
         seed=seed,
+        fixed_folds=fixed,
+        default_ranker=service_default(),
         on_progress=on_progress,
     )
+
+
+def service_default() -> dict[str, Any]:
+    """The card's record of when the service serves an LTR model by default, and why."""
+    return {
+        "auto_order": list(AUTO_RANKERS),
+        "default_when": "this model is served (models/ltr/default or rank.ltr_model) and the "
+        "index has vectors; else hybrid, else bm25",
+        "why": AUTO_REASONS["ltr"],
+        "choice_metric": "ndcg@10 held out through the served path (rankers.toml ltr-mix); "
+        "mrr@10 reported beside it",
+    }
 
 
 def save_frame(frame: pl.DataFrame, path: Path) -> Path:

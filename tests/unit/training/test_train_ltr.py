@@ -110,3 +110,29 @@ def test_model_card_round_trip(tmp_path: Path) -> None:
     # saving again over the same directory replaces it whole
     model.save(saved)
     assert sorted(p.name for p in saved.iterdir()) == ["card.json", "model.txt"]
+
+
+def test_fixed_folds_keep_queries_of_one_page_together_and_the_rest_split_by_query() -> None:
+    # Queries "web:p{page}-{n}" share a target page; the collection's folds.tsv puts a page's
+    # queries in one fold. The pooled CV must test them there (never trained on a page it is
+    # tested on), while unprefixed queries get the seeded split by query as before.
+    frame, qrels = synthetic_frame(60, 10, seed=4, signal=True)
+    rename = {f"q{q:03d}": (f"web:p{q // 3}-{q % 3}" if q < 30 else f"abs:q{q:03d}") for q in range(60)}
+    frame = frame.with_columns(pl.col("qid").replace_strict(rename))
+    qrels = {rename[q]: judged for q, judged in qrels.items()}
+    fixed = {q: (int(q[5:].split("-")[0]) * 7) % 5 for q in rename.values() if q.startswith("web:")}
+    cv = cross_validate(frame, qrels, FAST, folds=3, fixed_folds=fixed)
+    tested_in = {q: f.fold for f in cv.folds for q in cv_splits(sorted(qrels), 3, fixed=fixed)[f.fold].test}
+    for qid, fold in fixed.items():
+        if qid in qrels:
+            assert tested_in[qid] == fold % 3
+    for split in cv_splits(sorted(qrels), 3, fixed=fixed):
+        train_pages = {q.split("-")[0] for q in split.train if q.startswith("web:")}
+        test_pages = {q.split("-")[0] for q in split.test if q.startswith("web:")}
+        assert not train_pages & test_pages
+    free = sorted(q for q in qrels if not q.startswith("web:"))
+    by_query = {q: f for f, s in enumerate(cv_splits(free, 3)) for q in s.test}
+    assert {q: tested_in[q] for q in free} == by_query
+    means = cv.collection_means(qrels)
+    assert sorted(means) == ["abs", "web"]
+    assert means["web"] == pytest.approx(metrics_of(cv.scores, qrels, sorted(fixed.keys() & qrels.keys())))
