@@ -118,6 +118,7 @@ class HealthModel(BaseModel):
     generation: str
     rankers: list[str] = Field(description="Rankers this generation can serve.")
     ranker: str = Field("", description="The ranker a search without ranker= uses now.")
+    ranker_reason: str = Field("", description="Why that ranker is the default (setting or measurement).")
     backfill: BackfillModel | None = Field(
         None, description="The last embeddings backfill of this index root."
     )

@@ -47,6 +47,7 @@ def _health(request: Request, service: SearchService, status: str) -> HealthMode
         generation=service.generation.id,
         rankers=service.ranker_names(),
         ranker=service.default_ranker(service.generation),
+        ranker_reason=service.default_reason(service.generation),
         backfill=backfill_status(request),
     )
 

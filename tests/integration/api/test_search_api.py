@@ -165,6 +165,8 @@ def test_cursor_pages_through_everything_once(client: httpx.Client) -> None:
 def test_healthz_and_unknown_route(client: httpx.Client) -> None:
     health = client.get("/healthz").json()
     assert (health["status"], health["documents"]) == ("ok", len(SMALL_WEB))
+    # A lexical-only index: BM25 is the default, and /healthz says why.
+    assert health["ranker"] == "bm25" and "no vectors" in health["ranker_reason"]
     r = client.get("/v2/nothing")
     assert (r.status_code, r.json()["error"]) == (404, "not_found")
 

@@ -1,6 +1,7 @@
 """A service started on a lexical-only generation gets its query encoder when a generation
 with vectors is published later (the demo's background backfill, a later `trawl embed`),
-without a restart: hybrid becomes the default and answers with the vector branch."""
+without a restart: the learned ranker (which needs vectors) becomes the default, and
+convex fusion where no LTR model is loaded."""
 
 from __future__ import annotations
 
@@ -9,12 +10,36 @@ from pathlib import Path
 
 import pytest
 
-from core.settings import Settings
+from core.settings import SearchSettings, Settings
+from rerank.ltr import LtrStage
 from rerank.pipeline import open_search_service
 from retrieval.backfill import backfill_new_generation
 from retrieval.embed import Embedder
 from retrieval.manifest import IndexRoot
+from retrieval.search import SearchService
+from tests.unit.rerank.test_ltr import tiny_model
 from training.datasets import BeirDataset
+
+
+def test_the_default_falls_back_to_bm25_without_vectors_and_says_why(eval_dir: Path, tmp_path: Path) -> None:
+    root = IndexRoot(tmp_path / "index")
+    docs = list(itertools.islice(BeirDataset.open(eval_dir / "cranfield").iter_documents(), 40))
+    root.publish(root.build(docs, shards=1))
+    model = tiny_model()
+    cases = [
+        ({}, True, "bm25", "no vectors"),  # LTR needs vectors; this generation has none
+        ({}, False, "ltr", "held-out nDCG@10"),
+        ({"default_ranker": "bm25"}, False, "bm25", "configured"),
+    ]
+    for overrides, needs_vector, ranker, why in cases:
+        stages = {"ltr": LtrStage(model, needs_vector=needs_vector)}
+        service = SearchService.open(root.root, SearchSettings(**overrides), stages=stages)
+        try:
+            assert service.default_ranker(service.generation) == ranker
+            assert why in service.default_reason(service.generation)
+            assert service.search("boundary layer heat transfer").ranker == ranker
+        finally:
+            service.close()
 
 
 @pytest.mark.slow
@@ -37,8 +62,18 @@ def test_publishing_vectors_attaches_the_encoder_on_switch(eval_dir: Path, tmp_p
         assert service.generation.id == generation != first
         assert service.encoder is not None
         assert service.encoder_model == service.generation.vector_model == embedder.model_id
-        assert service.default_ranker(service.generation) == "hybrid"
-        assert response.ranker == "hybrid"
+        # The packaged LTR model is loaded and the generation now has vectors: LTR is the default.
+        assert service.default_ranker(service.generation) == "ltr"
+        assert response.ranker == "ltr"
         assert response.hits
+        plain = SearchService.open(
+            root.root, settings.search, encoder=service.encoder, encoder_model=service.encoder_model
+        )
+        try:
+            assert plain.default_ranker(plain.generation) == "hybrid"
+            assert "no LTR model" in plain.default_reason(plain.generation)
+            assert plain.search("boundary layer heat transfer").ranker == "hybrid"
+        finally:
+            plain.close()
     finally:
         service.close()
