@@ -113,26 +113,24 @@ def test_model_card_round_trip(tmp_path: Path) -> None:
 
 
 def test_fixed_folds_keep_queries_of_one_page_together_and_the_rest_split_by_query() -> None:
-    # Queries "web:p{page}-{n}" share a target page; the collection's folds.tsv puts a page's
-    # queries in one fold. The pooled CV must test them there (never trained on a page it is
-    # tested on), while unprefixed queries get the seeded split by query as before.
+    # Queries "web:p{page}-{n}" share a target page and the collection's folds.tsv puts a
+    # page's queries in one fold: the pooled CV tests them there, so no page is trained and
+    # tested on; the other collection's queries keep the seeded split by query.
     frame, qrels = synthetic_frame(60, 10, seed=4, signal=True)
     rename = {f"q{q:03d}": (f"web:p{q // 3}-{q % 3}" if q < 30 else f"abs:q{q:03d}") for q in range(60)}
     frame = frame.with_columns(pl.col("qid").replace_strict(rename))
     qrels = {rename[q]: judged for q, judged in qrels.items()}
     fixed = {q: (int(q[5:].split("-")[0]) * 7) % 5 for q in rename.values() if q.startswith("web:")}
-    cv = cross_validate(frame, qrels, FAST, folds=3, fixed_folds=fixed)
-    tested_in = {q: f.fold for f in cv.folds for q in cv_splits(sorted(qrels), 3, fixed=fixed)[f.fold].test}
-    for qid, fold in fixed.items():
-        if qid in qrels:
-            assert tested_in[qid] == fold % 3
-    for split in cv_splits(sorted(qrels), 3, fixed=fixed):
-        train_pages = {q.split("-")[0] for q in split.train if q.startswith("web:")}
-        test_pages = {q.split("-")[0] for q in split.test if q.startswith("web:")}
-        assert not train_pages & test_pages
     free = sorted(q for q in qrels if not q.startswith("web:"))
-    by_query = {q: f for f, s in enumerate(cv_splits(free, 3)) for q in s.test}
-    assert {q: tested_in[q] for q in free} == by_query
+    expected = {q: fixed[q] % 3 for q in qrels if q in fixed} | query_folds(free, 3)
+    cv = cross_validate(frame, qrels, FAST, folds=3, fixed_folds=fixed)
+    assert sorted(cv.scores) == sorted(qrels)
+    for report in cv.folds:
+        test = sorted(q for q, f in expected.items() if f == report.fold)
+        assert report.test_queries == len(test)
+        assert report.metrics == pytest.approx(metrics_of(cv.scores, qrels, test))
+        train_pages = {q.split("-")[0] for q, f in expected.items() if f != report.fold and q in fixed}
+        assert not train_pages & {q.split("-")[0] for q in test if q in fixed}
     means = cv.collection_means(qrels)
     assert sorted(means) == ["abs", "web"]
-    assert means["web"] == pytest.approx(metrics_of(cv.scores, qrels, sorted(fixed.keys() & qrels.keys())))
+    assert means["abs"] == pytest.approx(metrics_of(cv.scores, qrels, free))
