@@ -12,11 +12,16 @@ per field, the token ids of exactly the text the features read:
 - per document the static values features use (body words, URL depth, PageRank,
   publication or fetch time, language, duplicate cluster size);
 - a term dictionary (token → id, ids in first-seen order) and a 64-bit hash per term,
-  so term vectors of candidates from different shards can be compared (PRF).
+  so term vectors of candidates from different shards can be compared (PRF);
+- per document its term vector for PRF: the distinct terms of title + body prefix in
+  order of first occurrence, with their counts (``prf.tokens``/``prf.counts``), so a
+  query gathers it instead of sorting every candidate's tokens (format 2; a format 1
+  index, written before, still opens and counts them per query).
 
 Files (names in :mod:`retrieval.layout`): one ``<field>.tokens.npy`` (int32 ids) and
-``<field>.offsets.npy`` (int64, n + 1) per field, ``doc_ids.npy``, one ``.npy`` per
-static column, ``terms.txt`` (one token a line, line = id), ``term_hashes.npy``, and
+``<field>.offsets.npy`` (int64, n + 1) per field and for ``prf`` (which adds
+``prf.counts.npy``), ``doc_ids.npy``, one ``.npy`` per static column, ``terms.txt``
+(one token a line, line = id), ``term_hashes.npy``, and
 ``forward.json`` (format, limits, languages). Arrays are memory-mapped at open.
 
 :func:`shard_features` computes every per-candidate feature of a query with numpy over
@@ -43,8 +48,12 @@ from core.types import DocId, Query
 from retrieval.layout import forward_array, forward_manifest, forward_stale, forward_terms
 from retrieval.tokenizer import analyze
 
-FORMAT_VERSION = 1
+FORMAT_VERSION = 2
+READABLE_VERSIONS = (1, 2)
+"""Format 1 lacks the PRF term vectors; they are then counted per query."""
 FIELDS: tuple[str, ...] = ("title", "headings", "body", "anchors")
+PRF = "prf"
+"""The stored PRF term vectors, kept like a field (tokens + offsets) with a counts array."""
 BODY_CHARS = 1000
 """The body prefix the text features read (BM25 saw all of it)."""
 SIDE_CHARS = 600
@@ -138,7 +147,8 @@ class ForwardWriter:
         self.body_chars = body_chars
         self.side_chars = side_chars
         self._terms: dict[str, int] = {}
-        self._tokens: dict[str, list[NDArray[np.int32]]] = {f: [] for f in FIELDS}
+        self._tokens: dict[str, list[NDArray[np.int32]]] = {f: [] for f in (*FIELDS, PRF)}
+        self._prf_counts: list[NDArray[np.int32]] = []
         self._doc_ids: list[int] = []
         self._statics: dict[str, list[Any]] = {name: [] for name in _STATICS}
         self._langs: dict[str, int] = {}
@@ -171,6 +181,9 @@ class ForwardWriter:
         )
         for name in FIELDS:
             self._tokens[name].append(self._ids(texts[name]))
+        terms, counts = term_vector(np.concatenate([self._tokens["title"][-1], self._tokens["body"][-1]]))
+        self._tokens[PRF].append(terms.astype(np.int32))
+        self._prf_counts.append(counts.astype(np.int32))
         self._doc_ids.append(int(doc_id))
         when = published_at if published_at is not None else fetched_at
         s = self._statics
@@ -184,7 +197,7 @@ class ForwardWriter:
     def write(self) -> None:
         d = self.directory
         d.mkdir(parents=True, exist_ok=True)
-        for name in FIELDS:
+        for name in (*FIELDS, PRF):
             parts = self._tokens[name]
             lengths = np.fromiter((len(p) for p in parts), dtype=np.int64, count=len(parts))
             offsets = np.zeros(len(parts) + 1, dtype=np.int64)
@@ -192,6 +205,8 @@ class ForwardWriter:
             tokens = np.concatenate(parts) if parts else np.zeros(0, dtype=np.int32)
             np.save(forward_array(d, f"{name}.tokens"), tokens.astype(np.int32, copy=False))
             np.save(forward_array(d, f"{name}.offsets"), offsets)
+        counts = np.concatenate(self._prf_counts) if self._prf_counts else np.zeros(0, dtype=np.int32)
+        np.save(forward_array(d, f"{PRF}.counts"), counts.astype(np.int32, copy=False))
         np.save(forward_array(d, "doc_ids"), np.asarray(self._doc_ids, dtype=np.uint64))
         dtypes = {"when": np.float64, "pagerank": np.float64, "lang": np.int32}
         for name, values in self._statics.items():
@@ -232,8 +247,9 @@ class ForwardIndex:
     def __init__(self, directory: Path) -> None:
         self.directory = Path(directory)
         manifest = json.loads(forward_manifest(self.directory).read_text())
-        if manifest.get("format_version") != FORMAT_VERSION:
-            raise ValueError(f"{self.directory}: forward index format {manifest.get('format_version')}")
+        self.format_version = manifest.get("format_version")
+        if self.format_version not in READABLE_VERSIONS:
+            raise ValueError(f"{self.directory}: forward index format {self.format_version}")
         self.body_chars = int(manifest["body_chars"])
         self.side_chars = int(manifest["side_chars"])
         self.langs: tuple[str, ...] = tuple(manifest["langs"])
@@ -242,8 +258,10 @@ class ForwardIndex:
             array: NDArray[Any] = np.load(forward_array(self.directory, name), mmap_mode="r")
             return array
 
-        self._tokens = {f: load(f"{f}.tokens") for f in FIELDS}
-        self._offsets = {f: load(f"{f}.offsets") for f in FIELDS}
+        stored = (*FIELDS, PRF) if self.format_version >= 2 else FIELDS
+        self._tokens = {f: load(f"{f}.tokens") for f in stored}
+        self._offsets = {f: load(f"{f}.offsets") for f in stored}
+        self._prf_counts = load(f"{PRF}.counts") if self.format_version >= 2 else None
         self.doc_ids = load("doc_ids")
         self._order = np.argsort(self.doc_ids, kind="stable")
         self._sorted_ids = np.asarray(self.doc_ids)[self._order]
@@ -285,6 +303,19 @@ class ForwardIndex:
         lengths = np.asarray(offsets[rows + 1], dtype=np.int64) - starts
         positions, seg = _segments(starts, lengths)
         return np.asarray(self._tokens[field][positions], dtype=np.int64), seg
+
+    def term_vectors(
+        self, rows: NDArray[np.int64]
+    ) -> tuple[NDArray[np.int64], NDArray[np.int64], NDArray[np.int64]] | None:
+        """(candidate index, term id, count) of the rows' PRF term vectors; None in format 1."""
+        if self._prf_counts is None:
+            return None
+        offsets = self._offsets[PRF]
+        starts = np.asarray(offsets[rows], dtype=np.int64)
+        lengths = np.asarray(offsets[rows + 1], dtype=np.int64) - starts
+        positions, seg = _segments(starts, lengths)
+        terms = np.asarray(self._tokens[PRF][positions], dtype=np.int64)
+        return seg, terms, np.asarray(self._prf_counts[positions], dtype=np.int64)
 
     def tokens(self, doc_id: int, field: str) -> list[str]:
         """The analysed tokens of one document's field (inspection and tests)."""
@@ -384,15 +415,33 @@ class ShardFeatures:
         )
 
 
+def _term_table(ids: NDArray[np.int64], vocabulary: int) -> NDArray[np.int32]:
+    """``table[token id]``: the index in ``ids`` of that term, −1 for a term not in the query.
+
+    Made per query (request threads share the index): matching every candidate token
+    is then one gather instead of a tokens × terms comparison.
+    """
+    table = np.full(vocabulary, -1, dtype=np.int32)
+    live = np.flatnonzero(ids >= 0)
+    table[ids[live]] = live
+    return table
+
+
+def _term_hits(
+    tokens: NDArray[np.int64], table: NDArray[np.int32]
+) -> tuple[NDArray[np.int64], NDArray[np.int64]]:
+    """(positions in ``tokens`` holding a query term, that term's index), by position."""
+    which = table[tokens]
+    positions = np.flatnonzero(which >= 0)
+    return positions, which[positions].astype(np.int64)
+
+
 def _presence(
-    tokens: NDArray[np.int64], seg: NDArray[np.int64], query_ids: NDArray[np.int64], n: int
+    tokens: NDArray[np.int64], seg: NDArray[np.int64], table: NDArray[np.int32], n_terms: int, n: int
 ) -> NDArray[np.bool_]:
     """``present[i, j]``: candidate ``i``'s tokens include query term ``j``."""
-    present = np.zeros((n, len(query_ids)), dtype=bool)
-    if len(tokens) == 0 or len(query_ids) == 0:
-        return present
-    match = tokens[:, None] == query_ids[None, :]
-    hit_pos, hit_term = np.nonzero(match)
+    present = np.zeros((n, n_terms), dtype=bool)
+    hit_pos, hit_term = _term_hits(tokens, table)
     present[seg[hit_pos], hit_term] = True
     return present
 
@@ -436,11 +485,12 @@ def shard_features(
         return None
     out = np.full((n, len(SHARD_COLUMNS)), np.nan, dtype=np.float64)
     qids = forward.term_ids(terms.terms)
+    table = _term_table(qids, len(forward.terms))
     n_terms = len(terms.terms)
     gathered = {f: forward.gather(f, rows) for f in FIELDS}
     for name in FIELDS:
         tokens, seg = gathered[name]
-        present = _presence(tokens, seg, qids, n)
+        present = _presence(tokens, seg, table, n_terms, n)
         out[:, _COL[f"coverage_{name}"]] = present.sum(axis=1) / n_terms if n_terms else 0.0
     # Title then body prefix of every candidate, one after another.
     t_tok, t_seg = gathered["title"]
@@ -456,12 +506,12 @@ def shard_features(
         out[:, _COL["bigram_match"]] = _bigram_matches(forward, text, seg, same_next, terms, n) / len(
             terms.bigrams
         )
-    window, matched = _min_windows(text, seg, qids, n)
+    window, matched = _min_windows(text, seg, table, n_terms, n)
     has = matched >= 2
     out[has, _COL["min_window"]] = window[has]
     out[has, _COL["window_density"]] = matched[has] / window[has]
     title_len = np.bincount(t_seg, minlength=n).astype(np.float64)
-    in_query = np.isin(t_tok, qids[qids >= 0]) if len(t_tok) else np.zeros(0, dtype=bool)
+    in_query = table[t_tok] >= 0
     title_hits = np.bincount(t_seg[in_query], minlength=n).astype(np.float64)
     out[:, _COL["title_match_ratio"]] = np.divide(title_hits, title_len, out=np.zeros(n), where=title_len > 0)
     out[:, _COL["title_words"]] = title_len
@@ -475,22 +525,32 @@ def shard_features(
     # Term vectors for PRF: distinct (candidate, term) pairs of title + body prefix, in
     # order of first occurrence (the order the stored-text path counts them in, so the
     # broker's sums run in the same order and give the same bits).
-    width = max(len(forward.terms), 1)
-    keys, first, counts = np.unique(seg * width + text, return_index=True, return_counts=True)
-    by_first = np.argsort(first, kind="stable")
-    keys, counts = keys[by_first], counts[by_first]
-    term_row = keys // width
-    local = keys % width
+    stored = forward.term_vectors(rows)
+    if stored is not None:
+        term_row, local, counts = stored
+    else:
+        width = max(len(forward.terms), 1)
+        keys, first, counts = np.unique(seg * width + text, return_index=True, return_counts=True)
+        by_first = np.argsort(first, kind="stable")
+        keys, counts = keys[by_first], counts[by_first]
+        term_row, local = keys // width, keys % width
     langs = forward.static("lang", rows)
     return ShardFeatures(
         doc_ids=tuple(DocId(int(d)) for d in doc_ids),
         values=out,
         when=forward.static("when", rows).astype(np.float64),
-        langs=tuple(forward.langs[int(i)] for i in langs),
+        langs=tuple([forward.langs[i] for i in langs.tolist()]),
         term_row=term_row.astype(np.int64),
         term_hash=np.asarray(forward.term_hashes[local], dtype=np.uint64),
         term_tf=counts.astype(np.int64),
     )
+
+
+def term_vector(tokens: NDArray[np.int32]) -> tuple[NDArray[np.int64], NDArray[np.int64]]:
+    """(distinct token ids in order of first occurrence, count of each): a PRF term vector."""
+    ids, first, counts = np.unique(tokens, return_index=True, return_counts=True)
+    order = np.argsort(first, kind="stable")
+    return ids[order].astype(np.int64), counts[order].astype(np.int64)
 
 
 def _title_then_body(
@@ -564,7 +624,7 @@ def _bigram_matches(
 
 
 def _min_windows(
-    text: NDArray[np.int64], seg: NDArray[np.int64], qids: NDArray[np.int64], n: int
+    text: NDArray[np.int64], seg: NDArray[np.int64], table: NDArray[np.int32], n_terms: int, n: int
 ) -> tuple[NDArray[np.float64], NDArray[np.float64]]:
     """Per candidate: (smallest span covering every query term its text has, how many it has).
 
@@ -572,22 +632,21 @@ def _min_windows(
     it (a running maximum per term; a value from an earlier candidate is before the
     candidate's start, so it reads as "not seen yet"). A window ends there when every
     term the candidate has was seen; its length is the distance to the oldest of them.
+    A position holds one term at most, so the term positions are already distinct and
+    in order.
     """
     window = np.zeros(n)
     matched = np.zeros(n)
-    live = qids[qids >= 0]
-    if len(text) == 0 or len(live) == 0:
+    if len(text) == 0 or n_terms == 0:
         return window, matched
-    is_term = text[:, None] == live[None, :]
-    pos, term = np.nonzero(is_term)
-    if len(pos) == 0:
+    positions, term = _term_hits(text, table)
+    if len(positions) == 0:
         return window, matched
-    present = np.zeros((n, len(live)), dtype=bool)
-    present[seg[pos], term] = True
+    present = np.zeros((n, n_terms), dtype=bool)
+    present[seg[positions], term] = True
     matched = present.sum(axis=1).astype(np.float64)
-    positions = np.unique(pos)
-    last = np.full((len(positions), len(live)), -1, dtype=np.int64)
-    last[np.searchsorted(positions, pos), term] = pos
+    last = np.full((len(positions), n_terms), -1, dtype=np.int64)
+    last[np.arange(len(positions)), term] = positions
     np.maximum.accumulate(last, axis=0, out=last)
     cand = seg[positions]
     seg_start = np.searchsorted(seg, np.arange(n), side="left")

@@ -150,3 +150,47 @@ def _terms(query: Query):  # noqa: ANN202 - QueryTerms
     from retrieval.forward import QueryTerms
 
     return QueryTerms.of(query)
+
+
+def test_stored_term_vectors_are_each_documents_title_and_body_terms_in_first_seen_order(
+    shard: LexicalShard,
+) -> None:
+    forward = shard.forward
+    assert forward is not None
+    docs = list(shard.iter_stored())
+    rows = forward.rows([d.doc_id for d in docs])
+    stored = forward.term_vectors(rows)
+    assert stored is not None
+    seg, terms, counts = stored
+    for i, doc in enumerate(docs):
+        tokens = analyze(doc.title) + analyze(doc.body[:BODY_CHARS])
+        expected = {t: tokens.count(t) for t in dict.fromkeys(tokens)}
+        mine = seg == i
+        assert [forward.terms[t] for t in terms[mine]] == list(expected)
+        assert counts[mine].tolist() == list(expected.values())
+
+
+def test_a_format_1_forward_index_opens_and_gives_the_same_features(
+    shard: LexicalShard, tmp_path: Path
+) -> None:
+    """Indexes written before the stored PRF term vectors count them per query instead."""
+    import json
+    import shutil
+
+    old = tmp_path / "forward"
+    shutil.copytree(forward_dir(shard.path), old)
+    for name in ("prf.tokens", "prf.offsets", "prf.counts"):
+        (old / f"{name}.npy").unlink()
+    manifest = json.loads((old / "forward.json").read_text())
+    (old / "forward.json").write_text(json.dumps({**manifest, "format_version": 1}))
+    current, legacy = shard.forward, ForwardIndex(old)
+    assert current is not None and legacy.term_vectors(np.arange(3)) is None
+    for raw in QUERIES:
+        query = parse_query(raw)
+        ids = [c.doc_id for c in shard_candidates(shard, None, query, None, k_lexical=100, k_vector=0)]
+        a = shard_features(current, _terms(query), ids)
+        b = shard_features(legacy, _terms(query), ids)
+        assert a is not None and b is not None
+        np.testing.assert_array_equal(a.values, b.values)
+        for x, y in ((a.term_row, b.term_row), (a.term_hash, b.term_hash), (a.term_tf, b.term_tf)):
+            np.testing.assert_array_equal(x, y)
