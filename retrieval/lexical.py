@@ -546,7 +546,12 @@ class LexicalShard:
         """BM25 of ``query`` restricted to each text field, for the given documents."""
         if not doc_ids:
             return {f: {} for f in TEXT_FIELDS}
-        only = tantivy.Query.term_set_query(self._schema, "doc_id", [int(d) for d in doc_ids])
+        # A disjunction of doc_id terms rather than ``term_set_query``: the term set scans
+        # the shard's whole doc_id dictionary (~1 ms at 5K documents, growing with the
+        # shard); term lookups cost what the candidates are.
+        only = tantivy.Query.boolean_query(
+            [(tantivy.Occur.Should, self._term("doc_id", int(d))) for d in doc_ids]
+        )
         scores: dict[str, dict[DocId, float]] = {}
         for field in TEXT_FIELDS:
             tq = self.build_query(query, fields={field: 1.0}, stats=stats)
