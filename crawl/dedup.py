@@ -16,7 +16,6 @@ agree exactly on at least one block, so only fingerprints sharing a block are ch
 
 from __future__ import annotations
 
-import functools
 import hashlib
 import re
 import zlib
@@ -49,11 +48,30 @@ def normalize_text(text: str) -> str:
 
 def content_hash(text: str) -> str:
     """Hex digest of the normalized text (exact-duplicate key)."""
-    return hashlib.blake2b(normalize_text(text).encode("utf-8"), digest_size=16).hexdigest()
+    return hashlib.blake2b(b" ".join(_utf8_words(text)), digest_size=16).hexdigest()
 
 
 _MIX = np.uint64(0x9E3779B97F4A7C15)
-_ENCODE = functools.partial(str.encode, encoding="utf-8", errors="surrogatepass")
+_NON_ASCII_NON_WORD = re.compile(r"[^\x00-\x7f\w]")
+_ASCII_NON_WORD_TO_SPACE = bytes(
+    byte if byte >= 0x80 or chr(byte).isalnum() or byte == 0x5F else 0x20 for byte in range(256)
+)
+"""``bytes.translate`` table: every ASCII byte that is not ``\\w`` becomes a space."""
+
+
+def _utf8_words(text: str) -> list[bytes]:
+    """``_WORDS.findall(text.lower())``, each word UTF-8 encoded, at C speed.
+
+    ``re``'s ``\\w`` is ``str.isalnum()`` or ``_``. Once the non-ASCII characters that
+    are not word characters are spaces (rare in text: one regex pass), every byte of
+    the UTF-8 encoding either belongs to a word character or is an ASCII byte, which one
+    ``bytes.translate`` classifies; ``bytes.split`` then cuts the words without creating
+    the intermediate ``str`` words the regex would (1.6x faster on the Python docs).
+    """
+    lowered = text.lower()
+    if not lowered.isascii():
+        lowered = _NON_ASCII_NON_WORD.sub(" ", lowered)
+    return lowered.encode("utf-8").translate(_ASCII_NON_WORD_TO_SPACE).split()
 
 
 def _splitmix64(x: np.ndarray) -> np.ndarray:
@@ -68,18 +86,18 @@ def _splitmix64(x: np.ndarray) -> np.ndarray:
 
 def fingerprints(text: str) -> tuple[str, int, int]:
     """``(content_hash, simhash64, word_count)`` with one tokenization of the text."""
-    words = _WORDS.findall(text.lower())
-    digest = hashlib.blake2b(" ".join(words).encode("utf-8"), digest_size=16).hexdigest()
+    words = _utf8_words(text)
+    digest = hashlib.blake2b(b" ".join(words), digest_size=16).hexdigest()
     return digest, _simhash_words(words), len(words)
 
 
 def simhash64(text: str) -> int:
     """64-bit SimHash of the text's word 2-shingles (unsigned); see ``_simhash_words``."""
-    return _simhash_words(_WORDS.findall(text.lower()))
+    return _simhash_words(_utf8_words(text))
 
 
-def _simhash_words(words: list[str]) -> int:
-    """64-bit SimHash of a word list's 2-shingles (unsigned).
+def _simhash_words(words: list[bytes]) -> int:
+    """64-bit SimHash of a word list's 2-shingles (unsigned); words are UTF-8 encoded.
 
     Each distinct shingle's 64-bit hash votes +1/−1 on every bit; the sign of the sums
     is the fingerprint. Shingle hashes are mixed and counted in numpy: ~10× faster
@@ -87,28 +105,23 @@ def _simhash_words(words: list[str]) -> int:
     """
     if not words:
         return 0
-    # Word hashes without a Python-level loop: crc32 and length, via C-level map(),
-    # then a 64-bit mix. (A few colliding words in a million cannot move a SimHash.)
-    # Hashed once per distinct word (text repeats its words: a third fewer hashes on
-    # the Python docs) and gathered back into text order by index.
-    vocab = {word: i for i, word in enumerate(dict.fromkeys(words))}
-    encoded = list(map(_ENCODE, vocab))
-    distinct = len(encoded)
-    crcs = np.fromiter(map(zlib.crc32, encoded), dtype=np.uint64, count=distinct)
-    lengths = np.fromiter(map(len, encoded), dtype=np.uint64, count=distinct)
-    table = _splitmix64(crcs | (lengths << np.uint64(32)))
-    hashes = table[np.fromiter(map(vocab.__getitem__, words), dtype=np.intp, count=len(words))]
-    if len(hashes) >= _SHINGLE:
+    # A word's hash is its crc32 and length (C-level map(), no Python loop), then a
+    # 64-bit mix. (A few colliding words in a million cannot move a SimHash.) Hashing
+    # every occurrence costs less than looking words up to hash each distinct one once.
+    count = len(words)
+    crcs = np.fromiter(map(zlib.crc32, words), dtype=np.uint64, count=count)
+    lengths = np.fromiter(map(len, words), dtype=np.uint64, count=count)
+    hashes = _splitmix64(crcs | (lengths << np.uint64(32)))
+    if count >= _SHINGLE:
         shingles = hashes[:-1] * _MIX + ((hashes[1:] << np.uint64(17)) | (hashes[1:] >> np.uint64(47)))
     else:
         shingles = hashes
-    features = np.unique(_splitmix64(shingles))
+    mixed = np.sort(_splitmix64(shingles))
+    features = mixed[np.concatenate(([True], mixed[1:] != mixed[:-1]))]  # np.unique, 5x faster
     bits = np.unpackbits(features.astype(">u8").view(np.uint8)).reshape(-1, 64)
-    votes = bits.sum(axis=0, dtype=np.int64) * 2 - bits.shape[0]
-    result = 0
-    for bit in np.flatnonzero(votes > 0):
-        result |= 1 << (63 - int(bit))
-    return result
+    votes = bits.sum(axis=0, dtype=np.int32) * 2 - bits.shape[0]
+    # Bit i of the unpacked rows is bit 63 - i of the feature: packbits restores that order.
+    return int.from_bytes(np.packbits(votes > 0).tobytes(), "big")
 
 
 def hamming(a: int, b: int) -> int:
