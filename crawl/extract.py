@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import logging
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from selectolax.lexbor import LexborHTMLParser, LexborNode
 
@@ -127,12 +127,8 @@ def _clean_content(text: str | None) -> str:
     return " ".join(text.split())
 
 
-def _robots_directives(tree: LexborHTMLParser, header: str) -> tuple[bool, bool]:
-    values = [header.lower()]
-    for meta in tree.css("meta[name]"):
-        name = (meta.attributes.get("name") or "").lower()
-        if name in ("robots", "trawlbot"):
-            values.append((meta.attributes.get("content") or "").lower())
+def _robots_directives(values: list[str]) -> tuple[bool, bool]:
+    """``(noindex, nofollow)`` from the X-Robots-Tag header and robots/trawlbot ``<meta>`` values."""
     joined = ",".join(values)
     tokens = {t.strip() for t in re.split(r"[,\s]+", joined) if t.strip()}
     noindex = "noindex" in tokens or "none" in tokens
@@ -140,21 +136,89 @@ def _robots_directives(tree: LexborHTMLParser, header: str) -> tuple[bool, bool]
     return noindex, nofollow
 
 
+_PAGE_SELECTOR = 'base, title, meta, link, time, a, main, article, h1, h2, h3, [role="main"]'
+"""Everything but the boilerplate in one tree walk (a walk costs about as much as ten
+more selectors in it). Type selectors match exactly the nodes with that tag, so
+results sort by ``node.tag``; ``[role="main"]`` is told apart by being the node's
+second hit (lexbor reports a node once per selector it matches, consecutively) or
+by a tag no other selector names."""
+_HEADINGS = frozenset({"h1", "h2", "h3"})
+_PAGE_TAGS = frozenset({"base", "title", "meta", "link", "time", "a", "main", "article"}) | _HEADINGS
+
+
+@dataclass(slots=True)
+class _PageNodes:
+    """The nodes of one walk over the page, by the query they answer, in document order."""
+
+    base: LexborNode | None = None
+    title: LexborNode | None = None
+    time: LexborNode | None = None
+    metas: list[LexborNode] = field(default_factory=list)
+    links: list[LexborNode] = field(default_factory=list)
+    anchors: list[LexborNode] = field(default_factory=list)
+    mains: list[LexborNode] = field(default_factory=list)
+    role_mains: list[LexborNode] = field(default_factory=list)
+    articles: list[LexborNode] = field(default_factory=list)
+    headings: list[LexborNode] = field(default_factory=list)
+
+
+def _page_nodes(tree: LexborHTMLParser) -> _PageNodes:
+    found = _PageNodes()
+    previous: LexborNode | None = None
+    previous_tag = ""
+    for node in tree.css(_PAGE_SELECTOR):
+        tag = node.tag
+        if tag not in _PAGE_TAGS:
+            found.role_mains.append(node)
+            continue
+        if tag == previous_tag and previous is not None and node.mem_id == previous.mem_id:
+            found.role_mains.append(node)  # the second hit: it has role="main" too
+            continue
+        previous, previous_tag = node, tag
+        if tag == "a":
+            found.anchors.append(node)
+        elif tag in _HEADINGS:
+            found.headings.append(node)
+        elif tag == "meta":
+            found.metas.append(node)
+        elif tag == "link":
+            found.links.append(node)
+        elif tag == "main":
+            found.mains.append(node)
+        elif tag == "article":
+            found.articles.append(node)
+        elif tag == "title":
+            if found.title is None:
+                found.title = node
+        elif tag == "base":
+            if found.base is None and "href" in node.attributes:
+                found.base = node
+        elif found.time is None and "datetime" in node.attributes:
+            found.time = node
+    return found
+
+
 def parse_html(html: str, url: str, *, x_robots_tag: str = "", max_links: int = 10_000) -> ParsedPage:
     """Extract a page; ``url`` is the canonical URL it was fetched from (base for links)."""
     tree = LexborHTMLParser(_with_block_breaks(html))
-    head_base = tree.css_first("base[href]")
+    found = _page_nodes(tree)
+    head_base = found.base
     base = canonicalize_url(head_base.attributes.get("href") or "", base=url) if head_base else ""
     base = base or url
 
-    title_node = tree.css_first("title")
-    title = _clean(title_node.text()) if title_node else ""
+    title = _clean(found.title.text()) if found.title is not None else ""
     description = ""
     published_at: float | None = None
     modified_at: float | None = None
-    for meta in tree.css("meta[content]"):
+    robots = [x_robots_tag.lower()]
+    for meta in found.metas:
         attrs = meta.attributes
-        key = (attrs.get("name") or attrs.get("property") or attrs.get("itemprop") or "").lower()
+        name = attrs.get("name")
+        if name is not None and name.lower() in ("robots", "trawlbot"):
+            robots.append((attrs.get("content") or "").lower())
+        if "content" not in attrs:
+            continue
+        key = (name or attrs.get("property") or attrs.get("itemprop") or "").lower()
         content = attrs.get("content") or ""
         if key in ("description", "og:description") and not description:
             description = _clean(content)
@@ -165,12 +229,12 @@ def parse_html(html: str, url: str, *, x_robots_tag: str = "", max_links: int = 
             published_at = parse_lastmod(content)
         elif kind == "modified" and modified_at is None:
             modified_at = parse_lastmod(content)
-    if published_at is None:
-        time_node = tree.css_first("time[datetime]")
-        if time_node is not None:
-            published_at = parse_lastmod(time_node.attributes.get("datetime") or "")
+    if published_at is None and found.time is not None:
+        published_at = parse_lastmod(found.time.attributes.get("datetime") or "")
 
-    html_node = tree.css_first("html")
+    html_node = tree.root
+    if html_node is None or html_node.tag != "html":
+        html_node = tree.css_first("html")
     lang = (html_node.attributes.get("lang") or "") if html_node is not None else ""
     if not lang:
         meta_lang = tree.css_first('meta[http-equiv="content-language"]')
@@ -178,36 +242,25 @@ def parse_html(html: str, url: str, *, x_robots_tag: str = "", max_links: int = 
     lang = lang.strip().split("-")[0].split("_")[0].lower()[:8]
 
     canonical = ""
-    for link in tree.css("link[rel][href]"):
-        rels = (link.attributes.get("rel") or "").lower().split()
-        if "canonical" in rels:
-            canonical = canonicalize_url(link.attributes.get("href") or "", base=base)
+    for link in found.links:
+        attrs = link.attributes
+        if "href" not in attrs or "rel" not in attrs:
+            continue
+        if "canonical" in (attrs["rel"] or "").lower().split():
+            canonical = canonicalize_url(attrs["href"] or "", base=base)
             break
 
-    noindex, nofollow = _robots_directives(tree, x_robots_tag)
-    links: list[Link] = []
-    if not nofollow:
-        seen: set[str] = set()
-        hrefs_done: set[str] = set()  # the same href repeats (navigation, indexes)
-        for anchor in tree.css("a[href]"):
-            anchor_attrs = anchor.attrs
-            href = anchor_attrs.get("href") or ""
-            if href in hrefs_done:
-                continue
-            hrefs_done.add(href)
-            target = canonicalize_url(href, base=base)
-            if not target or target == url or target in seen:
-                continue
-            seen.add(target)
-            rel = (anchor_attrs.get("rel") or "").lower()
-            links.append(Link(target, _clean(anchor.text()), "nofollow" in rel))
-            if len(links) >= max_links:
-                break
+    noindex, nofollow = _robots_directives(robots)
+    links = [] if nofollow else _links(found.anchors, url, base, max_links)
 
     for node in tree.css(_BOILERPLATE_SELECTOR):
         node.decompose()
-    headings = tuple(text for text in (_clean_content(h.text()) for h in tree.css("h1, h2, h3")) if text)
-    main = _main_node(tree)
+    # A node inside a removed subtree is itself detached (``decompose`` unlinks every
+    # node of the subtree), so ``parent`` tells the nodes still in the page.
+    headings = tuple(
+        text for text in (_clean_content(h.text()) for h in found.headings if h.parent is not None) if text
+    )
+    main = _main_node(tree, found)
     body = _clean_content(main.text()) if main is not None else ""
     if not title and headings:
         title = headings[0]
@@ -226,9 +279,39 @@ def parse_html(html: str, url: str, *, x_robots_tag: str = "", max_links: int = 
     )
 
 
-def _main_node(tree: LexborHTMLParser) -> LexborNode | None:
-    for selector in ("main", '[role="main"]', "article"):
-        nodes = tree.css(selector)
-        if len(nodes) == 1:
-            return nodes[0]
+def _links(anchors: list[LexborNode], url: str, base: str, max_links: int) -> list[Link]:
+    links: list[Link] = []
+    seen: set[str] = set()
+    hrefs_done: set[str] = set()  # the same href repeats (navigation, indexes)
+    # Resolution ignores the fragment: ``a.html#x`` and ``a.html#y`` (and every
+    # ``#anchor`` of the page) are canonicalized once.
+    targets: dict[str, str] = {}
+    for anchor in anchors:
+        attrs = anchor.attributes
+        if "href" not in attrs:
+            continue
+        href = attrs["href"] or ""
+        if href in hrefs_done:
+            continue
+        hrefs_done.add(href)
+        cut = href.find("#")
+        key = href if cut < 0 else href[: cut + 1]
+        target = targets.get(key)
+        if target is None:
+            target = targets[key] = canonicalize_url(href, base=base)
+        if not target or target == url or target in seen:
+            continue
+        seen.add(target)
+        rel = (attrs.get("rel") or "").lower()
+        links.append(Link(target, _clean(anchor.text()), "nofollow" in rel))
+        if len(links) >= max_links:
+            break
+    return links
+
+
+def _main_node(tree: LexborHTMLParser, found: _PageNodes) -> LexborNode | None:
+    for candidates in (found.mains, found.role_mains, found.articles):
+        live = [node for node in candidates if node.parent is not None]
+        if len(live) == 1:
+            return live[0]
     return tree.body
