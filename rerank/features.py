@@ -42,7 +42,7 @@ from numpy.typing import NDArray
 
 from core.types import DocId, Query
 from retrieval.forward import BODY_CHARS, SHARD_COLUMNS, SIDE_CHARS, QueryTerms, ShardFeatures, url_depth
-from retrieval.hybrid import Candidate, rrf_score
+from retrieval.hybrid import Candidate
 from retrieval.lexical import TEXT_FIELDS, StoredDoc
 from retrieval.tokenizer import ENGLISH_STOPWORDS, MAX_TOKEN_CHARS, analyze, stem
 
@@ -329,9 +329,10 @@ def _prf(
 
 
 def _retrieval_features(candidates: Sequence[Candidate], out: NDArray[np.float64]) -> None:
+    # Column-wise from per-candidate lists (this runs for every candidate of every query).
     bm25 = np.array([np.nan if c.bm25 is None else c.bm25 for c in candidates], dtype=np.float64)
     cosine = np.array([np.nan if c.cosine is None else c.cosine for c in candidates], dtype=np.float64)
-    fields = np.array([[c.field_score(f) for f in FIELD_NAMES] for c in candidates], dtype=np.float64)
+    fields = np.array([_field_row(dict(c.field_bm25)) for c in candidates], dtype=np.float64)
     field_sum = fields.sum(axis=1)
     out[:, INDEX["bm25"]] = bm25
     out[:, INDEX["bm25_ratio"]] = _ratio_to_best(bm25)
@@ -341,10 +342,23 @@ def _retrieval_features(candidates: Sequence[Candidate], out: NDArray[np.float64
     out[:, INDEX["cosine"]] = cosine
     if not np.all(np.isnan(cosine)):
         out[:, INDEX["cosine_gap"]] = cosine - np.nanmax(cosine)
-    for i, c in enumerate(candidates):
-        out[i, INDEX["lexical_rank"]] = np.nan if c.lexical_rank is None else c.lexical_rank
-        out[i, INDEX["vector_rank"]] = np.nan if c.vector_rank is None else c.vector_rank
-        out[i, INDEX["rrf"]] = rrf_score(c, k=RRF_K)
+    lexical_rank = np.array(
+        [np.nan if c.lexical_rank is None else c.lexical_rank for c in candidates], dtype=np.float64
+    )
+    vector_rank = np.array(
+        [np.nan if c.vector_rank is None else c.vector_rank for c in candidates], dtype=np.float64
+    )
+    out[:, INDEX["lexical_rank"]] = lexical_rank
+    out[:, INDEX["vector_rank"]] = vector_rank
+    # rrf_score, column-wise: the same two IEEE additions per candidate.
+    with np.errstate(invalid="ignore"):
+        from_lexical = np.where(np.isnan(lexical_rank), 0.0, 1.0 / (RRF_K + lexical_rank))
+        from_vector = np.where(np.isnan(vector_rank), 0.0, 1.0 / (RRF_K + vector_rank))
+    out[:, INDEX["rrf"]] = from_lexical + from_vector
+
+
+def _field_row(scores: dict[str, float]) -> list[float]:
+    return [scores.get(name, 0.0) for name in FIELD_NAMES]
 
 
 def _ratio_to_best(values: NDArray[np.float64]) -> NDArray[np.float64]:

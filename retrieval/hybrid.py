@@ -19,8 +19,8 @@ Fusion baselines:
 from __future__ import annotations
 
 import logging
-from collections.abc import Iterable, Sequence
-from dataclasses import dataclass, replace
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
 
 import numpy as np
 from numpy.typing import NDArray
@@ -113,35 +113,35 @@ def shard_candidates(
     vector_hits: list[ScoredDoc] = []
     if vectors is not None and vector is not None and k_vector > 0 and not query.is_empty:
         vector_hits = filtered_vector_hits(lexical, vectors, query, vector, k_vector)
-    candidates = union(
+    exact: dict[DocId, float] | None = None
+    if with_fields and vectors is not None and vector is not None:
+        exact = exact_cosines(lexical_hits, vector_hits, vectors, vector)
+    return union(
         lexical_hits,
         vector_hits,
         shard_id=shard_id,
         lexical=lexical if with_fields else None,
         query=query,
         stats=stats,
+        exact_cosine=exact,
     )
-    if with_fields and vectors is not None and vector is not None:
-        candidates = with_exact_cosine(candidates, vectors, vector)
-    return candidates
 
 
-def with_exact_cosine(
-    candidates: list[Candidate], vectors: VectorShard, vector: NDArray[np.float32]
-) -> list[Candidate]:
-    """Give lexical-only candidates their cosine (best passage, exact) for a learned ranker.
+def exact_cosines(
+    lexical_hits: Sequence[ScoredDoc],
+    vector_hits: Sequence[ScoredDoc],
+    vectors: VectorShard,
+    vector: NDArray[np.float32],
+) -> dict[DocId, float]:
+    """The cosine (best passage, exact) of the lexical candidates outside the vector top-k.
 
     A candidate outside the vector top-k still has a similarity to the query; leaving it
-    missing tells the model only "not in the list" (``vector_rank`` still says that).
-    Fusion baselines do not ask for fields, so they keep "absent = not retrieved".
+    missing tells a learned ranker only "not in the list" (``vector_rank`` still says
+    that). Fusion baselines do not ask for fields, so they keep "absent = not retrieved".
     """
-    missing = [c.doc_id for c in candidates if c.cosine is None]
-    if not missing:
-        return candidates
-    sims = vectors.similarity(vector, missing)
-    return [
-        replace(c, cosine=sims[c.doc_id]) if c.cosine is None and c.doc_id in sims else c for c in candidates
-    ]
+    in_vector = {h.doc_id for h in vector_hits}
+    missing = sorted({h.doc_id for h in lexical_hits} - in_vector)
+    return vectors.similarity(vector, missing) if missing else {}
 
 
 def union(
@@ -152,27 +152,37 @@ def union(
     lexical: LexicalShard | None = None,
     query: Query | None = None,
     stats: CorpusStats | None = None,
+    exact_cosine: Mapping[DocId, float] | None = None,
 ) -> list[Candidate]:
-    """Union two ranked lists by doc id, keeping score and 1-based rank from each."""
+    """Union two ranked lists by doc id, keeping score and 1-based rank from each.
+
+    ``exact_cosine`` gives candidates outside the vector list their cosine (see
+    :func:`exact_cosines`); their ``vector_rank`` stays None.
+    """
     bm25 = {h.doc_id: (h.score, rank) for rank, h in enumerate(lexical_hits, 1)}
     cosine = {h.doc_id: (h.score, rank) for rank, h in enumerate(vector_hits, 1)}
     doc_ids = sorted(bm25.keys() | cosine.keys())
     fields: dict[str, dict[DocId, float]] = {}
     if lexical is not None and query is not None and doc_ids:
         fields = lexical.field_scores(query, doc_ids, stats=stats)
+    # Per-field scores as one tuple per candidate, built column-wise (this runs for
+    # every candidate of every learned-ranker query).
+    per_field = [[(name, scores.get(d, 0.0)) for d in doc_ids] for name, scores in fields.items()]
+    field_rows = list(zip(*per_field, strict=True)) if per_field else [()] * len(doc_ids)
+    extra = exact_cosine or {}
     out: list[Candidate] = []
-    for doc_id in doc_ids:
+    for doc_id, field_bm25 in zip(doc_ids, field_rows, strict=True):
         b = bm25.get(doc_id)
         c = cosine.get(doc_id)
         out.append(
             Candidate(
-                doc_id=doc_id,
-                shard_id=shard_id,
-                bm25=b[0] if b else None,
-                cosine=c[0] if c else None,
-                lexical_rank=b[1] if b else None,
-                vector_rank=c[1] if c else None,
-                field_bm25=tuple((f, scores.get(doc_id, 0.0)) for f, scores in fields.items()),
+                doc_id,
+                shard_id,
+                b[0] if b else None,
+                c[0] if c else extra.get(doc_id),
+                b[1] if b else None,
+                c[1] if c else None,
+                field_bm25,
             )
         )
     return out
