@@ -281,27 +281,29 @@ def parse_html(html: str, url: str, *, x_robots_tag: str = "", max_links: int = 
 
 def _links(anchors: list[LexborNode], url: str, base: str, max_links: int) -> list[Link]:
     links: list[Link] = []
-    seen: set[str] = set()
-    hrefs_done: set[str] = set()  # the same href repeats (navigation, indexes)
+    taken = {"", url}  # unusable, the page itself, and targets already linked
+    resolved: dict[str, str] = {}  # the same href repeats (navigation, indexes)
     # Resolution ignores the fragment: ``a.html#x`` and ``a.html#y`` (and every
     # ``#anchor`` of the page) are canonicalized once.
-    targets: dict[str, str] = {}
+    by_key: dict[str, str] = {}
     for anchor in anchors:
         attrs = anchor.attributes
-        if "href" not in attrs:
-            continue
-        href = attrs["href"] or ""
-        if href in hrefs_done:
-            continue
-        hrefs_done.add(href)
-        cut = href.find("#")
-        key = href if cut < 0 else href[: cut + 1]
-        target = targets.get(key)
+        href = attrs.get("href")
+        if href is None:
+            if "href" not in attrs:
+                continue
+            href = ""  # a bare ``href`` attribute
+        target = resolved.get(href)
         if target is None:
-            target = targets[key] = canonicalize_url(href, base=base)
-        if not target or target == url or target in seen:
+            cut = href.find("#")
+            key = href if cut < 0 else href[: cut + 1]
+            target = by_key.get(key)
+            if target is None:
+                target = by_key[key] = canonicalize_url(href, base=base)
+            resolved[href] = target
+        if target in taken:
             continue
-        seen.add(target)
+        taken.add(target)
         rel = (attrs.get("rel") or "").lower()
         links.append(Link(target, _clean(anchor.text()), "nofollow" in rel))
         if len(links) >= max_links:
