@@ -38,6 +38,7 @@ from core.settings import CrawlSettings
 from crawl.content import parse_content_type
 from crawl.decoding import ACCEPT_ENCODING, BodyDecoder, DecodedTooLarge, DecodingFailed
 from crawl.guard import AddressGuard
+from crawl.origin_pools import PerOriginTransport
 from crawl.pinning import pinned, pinned_transport
 from crawl.urls import canonicalize_url, origin_of
 
@@ -112,7 +113,17 @@ def make_client(
     """
     limits = httpx.Limits(max_connections=max_connections, max_keepalive_connections=max_connections)
     if transport is None and guard is not None:
-        transport = pinned_transport(guard, limits=limits, verify=verify)
+        # One pool per origin (``crawl.origin_pools``), all sharing one TLS context: loading
+        # the CA bundle per host would cost ~1 ms and a few hundred kB each.
+        tls = (
+            verify
+            if isinstance(verify, ssl.SSLContext)
+            else httpx.create_ssl_context(verify, trust_env=False)
+        )
+        vetted = guard
+        transport = PerOriginTransport(
+            lambda: pinned_transport(vetted, limits=limits, verify=tls), max_origins=max_connections
+        )
     return httpx.AsyncClient(
         follow_redirects=False,
         timeout=httpx.Timeout(timeout_s),
