@@ -12,6 +12,7 @@ the query.
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import threading
 import time
@@ -27,7 +28,7 @@ from numpy.typing import NDArray
 from core.errors import ShardUnavailable
 from core.types import DocId, Query
 from retrieval.forward import QueryTerms, ShardFeatures, shard_features
-from retrieval.hybrid import Candidate, merge_shards, shard_candidates
+from retrieval.hybrid import Candidate, field_rows, merge_shards, shard_candidates
 from retrieval.lexical import DF_CACHE_TERMS, LexicalShard, StoredDoc, stat_terms
 from retrieval.stats import CorpusStats
 from retrieval.vector import VectorShard
@@ -56,6 +57,31 @@ class ShardReply:
     """Per-candidate features from the shard's forward index, when the request wanted fields."""
 
 
+@dataclass(frozen=True, slots=True)
+class AnnotateRequest:
+    """The second step of a learned-ranker query on a multi-shard index.
+
+    After the broker cut the merged candidates to the global top-k, each shard adds
+    what only it can compute for *its kept* candidates: per-field BM25, the exact
+    cosine of those outside its vector top-k (``needs_cosine``), and the forward-index
+    features. Computing them before the cut did the work for every shard's whole list,
+    about half of which the cut drops at two shards.
+    """
+
+    query: Query
+    vector: NDArray[np.float32] | None
+    stats: CorpusStats | None
+    doc_ids: tuple[DocId, ...]
+    needs_cosine: tuple[DocId, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class Annotations:
+    field_bm25: dict[DocId, tuple[tuple[str, float], ...]]
+    cosine: dict[DocId, float]
+    features: ShardFeatures | None
+
+
 class ShardBackend(Protocol):
     """One replica of one shard."""
 
@@ -75,6 +101,8 @@ class ShardBackend(Protocol):
     def doc_freqs(self, query: Query, *, timeout_s: float | None = None) -> dict[tuple[str, str], int]: ...
 
     def candidates(self, request: ShardRequest, *, timeout_s: float | None = None) -> ShardReply: ...
+
+    def annotate(self, request: AnnotateRequest, *, timeout_s: float | None = None) -> Annotations: ...
 
     def fetch(
         self, doc_ids: Sequence[DocId], *, timeout_s: float | None = None
@@ -131,6 +159,17 @@ class LocalShard:
             self.vector is not None,
             features,
         )
+
+    def annotate(self, request: AnnotateRequest, *, timeout_s: float | None = None) -> Annotations:
+        ids = list(request.doc_ids)
+        scores = self.lexical.field_scores(request.query, ids, stats=request.stats) if ids else {}
+        fields = field_rows(ids, scores)
+        cosine: dict[DocId, float] = {}
+        if self.vector is not None and request.vector is not None and request.needs_cosine:
+            cosine = self.vector.similarity(request.vector, list(request.needs_cosine))
+        forward = self.lexical.forward
+        features = shard_features(forward, QueryTerms.of(request.query), ids) if forward is not None else None
+        return Annotations(dict(zip(ids, fields, strict=True)), cosine, features)
 
     def fetch(self, doc_ids: Sequence[DocId], *, timeout_s: float | None = None) -> dict[DocId, StoredDoc]:
         return self.lexical.stored_many(doc_ids)
@@ -207,7 +246,8 @@ class Broker:
         self.deadline_s = deadline_s
         self.hedge = hedge
         self._latency = {
-            phase: [LatencyTracker() for _ in self.shards] for phase in ("stats", "candidates", "fetch")
+            phase: [LatencyTracker() for _ in self.shards]
+            for phase in ("stats", "candidates", "annotate", "fetch")
         }
         self._num_docs: int | None = None
         self._df: dict[str, dict[tuple[str, str], int]] = {}
@@ -400,7 +440,10 @@ class Broker:
         # Statistics get at most 40% of the budget: a slow shard must not starve the search.
         stats = self.stats(query, started + 0.4 * (deadline - started))
         after_stats = time.perf_counter()
-        request = ShardRequest(query, vector, k_lexical, k_vector, stats, with_fields)
+        # With several shards a learned stage's fields come in a second step, for the
+        # candidates that survive the global cut only (see AnnotateRequest).
+        two_step = with_fields and len(self.shards) > 1
+        request = ShardRequest(query, vector, k_lexical, k_vector, stats, with_fields and not two_step)
         answered, hedged = self._fan_out(
             self._everywhere(lambda s, t: s.candidates(request, timeout_s=t)), deadline, phase="candidates"
         )
@@ -411,27 +454,88 @@ class Broker:
             i for i, r in enumerate(replies) if want_vectors and (r is None or not r.has_vectors)
         )
         ok = [r for r in replies if r is not None]
-        parts = [r.features for r in ok]
-        features = ShardFeatures.merge([p for p in parts if p is not None]) if ok else None
-        if any(p is None for p in parts):
-            features = None
+        candidates = merge_shards(
+            [r.candidates for r in ok],
+            k_lexical=k_lexical if len(self.shards) > 1 else None,
+            k_vector=k_vector if len(self.shards) > 1 else None,
+        )
+        after_candidates = time.perf_counter()
+        if two_step:
+            shard_no = {r.shard_id: i for i, r in enumerate(replies) if r is not None}
+            candidates, features, failed = self._annotate(
+                query, vector, stats, candidates, shard_no, deadline, hedged
+            )
+            missing = tuple(sorted({*missing, *failed}))
+        else:
+            parts = [r.features for r in ok]
+            features = ShardFeatures.merge([p for p in parts if p is not None]) if ok else None
+            if any(p is None for p in parts):
+                features = None
+        timings = {
+            "stats": (after_stats - started) * 1000,
+            "shards": (after_candidates - after_stats) * 1000,
+        }
+        if two_step:
+            timings["annotate"] = (time.perf_counter() - after_candidates) * 1000
         return Gathered(
-            candidates=merge_shards(
-                [r.candidates for r in ok],
-                k_lexical=k_lexical if len(self.shards) > 1 else None,
-                k_vector=k_vector if len(self.shards) > 1 else None,
-            ),
+            candidates=candidates,
             lexical_total=sum(r.lexical_total for r in ok),
             missing_shards=missing,
             missing_lexical=missing,
             missing_vector=missing_vector,
-            hedged=tuple(hedged),
-            timings_ms={
-                "stats": (after_stats - started) * 1000,
-                "shards": (time.perf_counter() - after_stats) * 1000,
-            },
+            hedged=tuple(sorted(set(hedged))),
+            timings_ms=timings,
             features=features,
         )
+
+    def _annotate(
+        self,
+        query: Query,
+        vector: NDArray[np.float32] | None,
+        stats: CorpusStats | None,
+        candidates: list[Candidate],
+        shard_no: Mapping[int, int],
+        deadline: float,
+        hedged: list[int],
+    ) -> tuple[list[Candidate], ShardFeatures | None, tuple[int, ...]]:
+        """Fields, exact cosines and features of the kept candidates, from their shards.
+
+        A shard that fails this step loses its candidates (reported as missing, like a
+        shard that failed the first step): a learned ranker cannot score them alike.
+        """
+        by_shard: dict[int, list[Candidate]] = {}
+        for c in candidates:
+            by_shard.setdefault(shard_no[c.shard_id], []).append(c)
+
+        def call(members: list[Candidate]) -> ShardCall[Annotations]:
+            request = AnnotateRequest(
+                query,
+                vector,
+                stats,
+                tuple(c.doc_id for c in members),
+                tuple(c.doc_id for c in members if c.cosine is None and vector is not None),
+            )
+            return lambda s, t: s.annotate(request, timeout_s=t)
+
+        answered, more_hedged = self._fan_out(
+            {no: call(members) for no, members in by_shard.items()}, deadline, phase="annotate"
+        )
+        hedged.extend(more_hedged)
+        failed = tuple(no for no in by_shard if no not in answered)
+        out: list[Candidate] = []
+        parts: list[ShardFeatures | None] = []
+        for c in candidates:
+            got = answered.get(shard_no[c.shard_id])
+            if got is None:
+                continue
+            cosine = c.cosine if c.cosine is not None else got.cosine.get(c.doc_id)
+            out.append(dataclasses.replace(c, cosine=cosine, field_bm25=got.field_bm25.get(c.doc_id, ())))
+        for no in sorted(answered):
+            parts.append(answered[no].features)
+        features = None
+        if parts and all(p is not None for p in parts):
+            features = ShardFeatures.merge([p for p in parts if p is not None])
+        return out, features, failed
 
     def fetch(
         self, doc_ids_by_shard: Mapping[int, Sequence[DocId]], deadline: float

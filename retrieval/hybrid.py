@@ -165,13 +165,9 @@ def union(
     fields: dict[str, dict[DocId, float]] = {}
     if lexical is not None and query is not None and doc_ids:
         fields = lexical.field_scores(query, doc_ids, stats=stats)
-    # Per-field scores as one tuple per candidate, built column-wise (this runs for
-    # every candidate of every learned-ranker query).
-    per_field = [[(name, scores.get(d, 0.0)) for d in doc_ids] for name, scores in fields.items()]
-    field_rows = list(zip(*per_field, strict=True)) if per_field else [()] * len(doc_ids)
     extra = exact_cosine or {}
     out: list[Candidate] = []
-    for doc_id, field_bm25 in zip(doc_ids, field_rows, strict=True):
+    for doc_id, field_bm25 in zip(doc_ids, field_rows(doc_ids, fields), strict=True):
         b = bm25.get(doc_id)
         c = cosine.get(doc_id)
         out.append(
@@ -186,6 +182,17 @@ def union(
             )
         )
     return out
+
+
+def field_rows(
+    doc_ids: Sequence[DocId], fields: Mapping[str, Mapping[DocId, float]]
+) -> list[tuple[tuple[str, float], ...]]:
+    """Each document's ``Candidate.field_bm25`` from per-field score maps (absent = 0).
+
+    Built column-wise: this runs for every candidate of every learned-ranker query.
+    """
+    per_field = [[(name, scores.get(d, 0.0)) for d in doc_ids] for name, scores in fields.items()]
+    return list(zip(*per_field, strict=True)) if per_field else [()] * len(doc_ids)
 
 
 def merge_shards(

@@ -1,7 +1,8 @@
 """One shard as its own process (``trawl shard serve``) and the broker's HTTP client for it.
 
-The protocol is four small JSON calls mirroring :class:`retrieval.broker.ShardBackend`:
-``GET /shard/info``, ``POST /shard/doc_freqs``, ``POST /shard/candidates`` and
+The protocol is five small JSON calls mirroring :class:`retrieval.broker.ShardBackend`:
+``GET /shard/info``, ``POST /shard/doc_freqs``, ``POST /shard/candidates``,
+``POST /shard/annotate`` (a learned ranker's fields for the candidates kept) and
 ``POST /shard/fetch``. Document ids travel as strings (they exceed 2^53). The shard
 process serves the published generation of its index root and follows ``CURRENT``
 and the generation's in-place updates (its update stamp, as ``GenerationSet`` does),
@@ -27,7 +28,7 @@ from core.errors import ShardUnavailable
 from core.settings import SearchSettings
 from core.types import DocId, Query
 from retrieval import layout
-from retrieval.broker import LocalShard, ShardReply, ShardRequest
+from retrieval.broker import AnnotateRequest, Annotations, LocalShard, ShardReply, ShardRequest
 from retrieval.forward import ShardFeatures
 from retrieval.generation import open_vectors, read_update_stamp
 from retrieval.hybrid import Candidate
@@ -94,6 +95,25 @@ class CandidatesBody(BaseModel):
     stats_num_docs: int | None = None
     stats_df: list[tuple[str, str, int]] = []
     with_fields: bool = False
+
+
+class AnnotateBody(BaseModel):
+    query: dict[str, Any]
+    vector: list[float] | None = None
+    stats_num_docs: int | None = None
+    stats_df: list[tuple[str, str, int]] = []
+    doc_ids: list[str]
+    needs_cosine: list[str] = []
+
+
+def _stats_to_wire(stats: CorpusStats | None, body: dict[str, Any]) -> None:
+    if stats is not None:
+        body["stats_num_docs"] = stats.num_docs
+        body["stats_df"] = [[f, t, n] for (f, t), n in stats.doc_freq.items()]
+
+
+def _stats_from_wire(num_docs: int | None, df: list[tuple[str, str, int]]) -> CorpusStats | None:
+    return CorpusStats(num_docs, {(f, t): n for f, t, n in df}) if num_docs is not None else None
 
 
 class FetchBody(BaseModel):
@@ -200,9 +220,7 @@ def create_shard_app(
     @app.post("/shard/candidates")
     def candidates(body: CandidatesBody) -> dict[str, Any]:
         _delay()
-        stats = None
-        if body.stats_num_docs is not None:
-            stats = CorpusStats(body.stats_num_docs, {(f, t): n for f, t, n in body.stats_df})
+        stats = _stats_from_wire(body.stats_num_docs, body.stats_df)
         request = ShardRequest(
             query=query_from_wire(body.query),
             vector=np.asarray(body.vector, dtype=np.float32) if body.vector is not None else None,
@@ -221,6 +239,25 @@ def create_shard_app(
             "has_vectors": reply.has_vectors,
             "generation": holder.generation,
             "features": reply.features.to_wire() if reply.features is not None else None,
+        }
+
+    @app.post("/shard/annotate")
+    def annotate(body: AnnotateBody) -> dict[str, Any]:
+        _delay()
+        request = AnnotateRequest(
+            query=query_from_wire(body.query),
+            vector=np.asarray(body.vector, dtype=np.float32) if body.vector is not None else None,
+            stats=_stats_from_wire(body.stats_num_docs, body.stats_df),
+            doc_ids=tuple(DocId(int(d)) for d in body.doc_ids),
+            needs_cosine=tuple(DocId(int(d)) for d in body.needs_cosine),
+        )
+        local = holder.get()
+        got = local.annotate(request)
+        return {
+            "num_docs": local.num_docs,
+            "field_bm25": [[str(int(d)), [list(p) for p in pairs]] for d, pairs in got.field_bm25.items()],
+            "cosine": [[str(int(d)), c] for d, c in got.cosine.items()],
+            "features": got.features.to_wire() if got.features is not None else None,
         }
 
     @app.post("/shard/fetch")
@@ -287,9 +324,7 @@ class HttpShard:
             "k_vector": request.k_vector,
             "with_fields": request.with_fields,
         }
-        if request.stats is not None:
-            body["stats_num_docs"] = request.stats.num_docs
-            body["stats_df"] = [[f, t, n] for (f, t), n in request.stats.doc_freq.items()]
+        _stats_to_wire(request.stats, body)
         data = self._post("/shard/candidates", body, timeout_s)
         return ShardReply(
             int(data["shard_id"]),
@@ -297,6 +332,23 @@ class HttpShard:
             int(data["lexical_total"]),
             bool(data["has_vectors"]),
             ShardFeatures.from_wire(data["features"]) if data.get("features") else None,
+        )
+
+    def annotate(self, request: AnnotateRequest, *, timeout_s: float | None = None) -> Annotations:
+        body: dict[str, Any] = {
+            "query": query_to_wire(request.query),
+            "vector": request.vector.tolist() if request.vector is not None else None,
+            "doc_ids": [str(int(d)) for d in request.doc_ids],
+            "needs_cosine": [str(int(d)) for d in request.needs_cosine],
+        }
+        _stats_to_wire(request.stats, body)
+        data = self._post("/shard/annotate", body, timeout_s)
+        return Annotations(
+            field_bm25={
+                DocId(int(d)): tuple((str(f), float(v)) for f, v in pairs) for d, pairs in data["field_bm25"]
+            },
+            cosine={DocId(int(d)): float(c) for d, c in data["cosine"]},
+            features=ShardFeatures.from_wire(data["features"]) if data.get("features") else None,
         )
 
     def fetch(self, doc_ids: Sequence[DocId], *, timeout_s: float | None = None) -> dict[DocId, StoredDoc]:

@@ -235,8 +235,8 @@ class VectorShard:
         """Exact cosine (best passage) of the given documents; absent ones are left out.
 
         Lets the ranker see the cosine of lexical candidates that missed the vector top-k.
-        One gather of the documents' rows from the cached exact matrix, one matrix product,
-        one segmented max: reading vectors back from hnswlib per query cost more than the
+        One gather of the documents' rows from the cached exact matrix, one product, one
+        segmented max: reading vectors back from hnswlib per query cost more than the
         whole lexical search.
         """
         if not doc_ids:
@@ -250,7 +250,11 @@ class VectorShard:
         at, wanted = at[found], wanted[found]
         lengths = starts[at + 1] - starts[at]
         rows = order[np.repeat(starts[at] - np.cumsum(lengths) + lengths, lengths) + np.arange(lengths.sum())]
-        sims = matrix[rows] @ np.asarray(vector, dtype=np.float32)
+        # A row-wise product and sum rather than a matrix-vector product: BLAS sums a row
+        # in an order that depends on how many rows it is given, so a document's cosine
+        # would change in its last bits with the other candidates asked about (one
+        # shard or two, before or after the broker's cut).
+        sims = (matrix[rows] * np.asarray(vector, dtype=np.float32)).sum(axis=1)
         best = np.maximum.reduceat(sims, np.cumsum(lengths) - lengths) if len(sims) else sims
         return {DocId(d): s for d, s in zip(wanted.tolist(), best.astype(np.float64).tolist(), strict=True)}
 

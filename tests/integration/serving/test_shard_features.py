@@ -13,11 +13,14 @@ from fastapi.testclient import TestClient
 from core.settings import SearchSettings
 from rerank.features import FeatureContext, compute_features
 from retrieval.analyzer import parse_query
-from retrieval.broker import Broker, LocalShard
+from retrieval.broker import Broker, LocalShard, ShardRequest
+from retrieval.forward import ShardFeatures
+from retrieval.hybrid import merge_shards
 from retrieval.layout import lexical_dir
 from retrieval.lexical import LexicalShard
 from retrieval.manifest import IndexRoot, resolve_index
 from retrieval.shard_http import HttpShard, create_shard_app
+from retrieval.vector import VectorShard
 from tests.unit.retrieval.test_forward import NOW, _corpus
 
 QUERIES = ("wing flow", '"boundary layer" heat', "list comprehensions python", "shock wave lift drag")
@@ -81,3 +84,69 @@ def test_fusion_stages_get_no_shard_features(brokers: tuple[Broker, Broker]) -> 
     local, _ = brokers
     gathered = local.gather(parse_query("wing flow"), vector=None, k_lexical=20, k_vector=0)
     assert gathered.features is None
+
+
+def _with_random_vectors(gen: Path, seed: int) -> list[LocalShard]:
+    """The two shards with a random unit vector per document (cosines only need to differ)."""
+    rng = np.random.default_rng(seed)
+    shards = []
+    for i in range(2):
+        lexical = LexicalShard(lexical_dir(gen, i))
+        ids = np.asarray([int(d.doc_id) for d in lexical.iter_stored()], dtype=np.int64)
+        vectors = rng.standard_normal((len(ids), 32)).astype(np.float32)
+        vectors /= np.linalg.norm(vectors, axis=1, keepdims=True)
+        shard = VectorShard(dim=32, model_id="random@1", capacity=len(ids))
+        shard.add(ids, vectors)
+        shards.append(LocalShard(i, lexical, shard))
+    return shards
+
+
+@pytest.mark.parametrize("raw", QUERIES)
+def test_fields_asked_after_the_cut_equal_fields_computed_before_it(root: Path, raw: str) -> None:
+    """Two shards: the broker asks for fields, exact cosines and features of the kept candidates
+    only; they must be what each shard would have computed for its whole list."""
+    shards = _with_random_vectors(resolve_index(root), seed=len(raw))
+    broker = Broker([[s] for s in shards])
+    query = parse_query(raw)
+    vector = np.random.default_rng(1).standard_normal(32).astype(np.float32)
+    vector /= np.linalg.norm(vector)
+    k = 8
+    gathered = broker.gather(query, vector=vector, k_lexical=k, k_vector=k, with_fields=True)
+    stats = broker.stats(query, deadline=float("inf"))
+    request = ShardRequest(query, vector, k, k, stats, with_fields=True)
+    replies = [s.candidates(request) for s in shards]
+    before = merge_shards([r.candidates for r in replies], k_lexical=k, k_vector=k)
+    assert gathered.candidates == before
+    assert any(c.vector_rank is None and c.cosine is not None for c in before)  # exact cosines asked
+    assert len(before) < sum(len(r.candidates) for r in replies)  # the cut dropped some
+    whole = ShardFeatures.merge([r.features for r in replies if r.features is not None])
+    assert gathered.features is not None
+    ids = [c.doc_id for c in before]
+    a, b = gathered.features.select(ids), whole.select(ids)
+    assert a is not None and b is not None
+    np.testing.assert_array_equal(a.values, b.values)
+    np.testing.assert_array_equal(a.term_hash, b.term_hash)
+    np.testing.assert_array_equal(a.term_tf, b.term_tf)
+
+
+class _FailsSecondStep(LocalShard):
+    """A shard that answers the candidate step and then dies (fault injection)."""
+
+    def annotate(self, request, *, timeout_s=None):  # type: ignore[no-untyped-def]
+        raise ConnectionError("shard went away")
+
+
+def test_a_shard_failing_after_the_cut_loses_its_candidates_and_is_reported(root: Path) -> None:
+    gen = resolve_index(root)
+    shards = [
+        LocalShard(0, LexicalShard(lexical_dir(gen, 0))),
+        _FailsSecondStep(1, LexicalShard(lexical_dir(gen, 1))),
+    ]
+    gathered = Broker([[s] for s in shards]).gather(
+        parse_query("wing flow"), vector=None, k_lexical=50, k_vector=0, with_fields=True
+    )
+    assert gathered.missing_shards == (1,)
+    assert gathered.candidates and {c.shard_id for c in gathered.candidates} == {0}
+    assert gathered.features is not None and set(gathered.features.doc_ids) == {
+        c.doc_id for c in gathered.candidates
+    }

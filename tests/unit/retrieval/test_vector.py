@@ -154,3 +154,23 @@ def test_empty_shard_and_k_larger_than_shard() -> None:
 
 def test_version_name_is_a_safe_directory_name() -> None:
     assert version_name("all-MiniLM-L6-v2@f0a7daea46e8") == "all-minilm-l6-v2-f0a7daea46e8"
+
+
+def test_a_documents_exact_cosine_does_not_depend_on_the_other_documents_asked() -> None:
+    """Serving asks per shard, after the broker's cut; training asks one shard for all.
+
+    The same document must get the same bits either way (BLAS matrix-vector products
+    sum a row differently depending on how many rows they are given).
+    """
+    dim = 384
+    rng = np.random.default_rng(3)
+    shard = VectorShard(dim=dim, model_id="m@1", capacity=512)
+    shard.add(np.arange(1, 401, dtype=np.int64), unit(rng, 400, dim))
+    query = unit(rng, 1, dim)[0]
+    ids = [DocId(i) for i in range(1, 401)]
+    whole = shard.similarity(query, ids)
+    assert len(whole) == 400
+    for size in (1, 2, 3, 5, 17, 64, 131, 255):
+        for start in (0, 100, 399 - size):
+            part = shard.similarity(query, ids[start : start + size])
+            assert part == {d: whole[d] for d in ids[start : start + size]}
