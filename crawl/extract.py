@@ -137,7 +137,7 @@ def _robots_directives(values: list[str]) -> tuple[bool, bool]:
 
 
 _PAGE_SELECTOR = 'base, title, meta, link, time, a, main, article, h1, h2, h3, [role="main"]'
-"""Everything but the boilerplate in one tree walk (a walk costs about as much as ten
+"""Everything but the boilerplate in one tree walk (a walk costs about as much as five
 more selectors in it). Type selectors match exactly the nodes with that tag, so
 results sort by ``node.tag``; ``[role="main"]`` is told apart by being the node's
 second hit (lexbor reports a node once per selector it matches, consecutively) or
