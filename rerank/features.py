@@ -37,7 +37,6 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 import numpy as np
-import scipy.sparse as sp
 from numpy.typing import NDArray
 
 from core.types import DocId, Query
@@ -301,19 +300,23 @@ def _prf(
     first_stage: NDArray[np.float64],
     tops: Sequence[int],
 ) -> list[NDArray[np.float64]]:
-    # One sparse row per candidate with text: vectorized, because this runs per query
-    # over every candidate (a dict-based version was most of the feature cost).
+    # One sparse row per candidate with text, kept as flat (row, column, weight) entries
+    # and reduced with numpy: this runs per query over every candidate, and scipy's
+    # sparse products cost ~5 ms a query in construction overhead alone. Every sum runs
+    # over a row's entries in entry order (bincount), so both callers, whose entries
+    # differ only in how columns are numbered, get the same bits.
+    live = len(live_rows)
+    row_of = np.repeat(np.arange(live, dtype=np.int64), np.diff(indptr))
     df = np.bincount(idx, minlength=width).astype(np.float64)
-    weights = (1.0 + np.log(tfs)) * np.log1p(len(live_rows) / df[idx])
-    x = sp.csr_matrix((weights, idx, indptr), shape=(len(live_rows), width))
-    norms = np.sqrt(np.asarray(x.multiply(x).sum(axis=1)).ravel())
+    weights = (1.0 + np.log(tfs)) * np.log1p(live / df[idx])
+    norms = np.sqrt(np.bincount(row_of, weights=weights * weights, minlength=live))
     norms[norms == 0.0] = 1.0
-    x = sp.csr_matrix(sp.diags(1.0 / norms) @ x)
+    weights = weights / norms[row_of]
     position = {row: j for j, row in enumerate(live_rows)}
     ranking = np.argsort(-np.nan_to_num(first_stage, nan=-1.0), kind="stable")
     order = [position[int(i)] for i in ranking if int(i) in position]
     top_rows = order[: max(tops)]
-    sims = np.asarray((x @ x[top_rows].T).todense())  # live × top: cosine to each top candidate
+    sims = _cosine_to_rows(row_of, idx, weights, indptr, top_rows, live, width)
     columns = []
     for top in tops:
         k = min(top, len(top_rows))
@@ -326,6 +329,38 @@ def _prf(
         result[live_rows] = np.divide(dot, others, out=np.zeros_like(dot), where=others > 0)
         columns.append(result)
     return columns
+
+
+def _cosine_to_rows(
+    row_of: NDArray[np.int64],
+    idx: NDArray[np.int64],
+    weights: NDArray[np.float64],
+    indptr: NDArray[np.int64],
+    top_rows: Sequence[int],
+    live: int,
+    width: int,
+) -> NDArray[np.float64]:
+    """``sims[i, j]``: dot product of (unit) row ``i`` with row ``top_rows[j]``.
+
+    The top rows are spread into a dense (top × their columns) block; every entry of
+    every row then reads the top rows' weight of its column, and the products are
+    summed per row.
+    """
+    sims = np.zeros((live, len(top_rows)))
+    if not top_rows:
+        return sims
+    top_entries = [np.arange(indptr[r], indptr[r + 1]) for r in top_rows]
+    top_columns = np.unique(idx[np.concatenate(top_entries)]) if top_entries else idx[:0]
+    slot = np.full(width, -1, dtype=np.int64)
+    slot[top_columns] = np.arange(len(top_columns))
+    dense = np.zeros((len(top_rows), len(top_columns)))
+    for j, entries in enumerate(top_entries):
+        dense[j, slot[idx[entries]]] = weights[entries]
+    hit = np.flatnonzero(slot[idx] >= 0)
+    products = dense[:, slot[idx[hit]]] * weights[hit]
+    for j in range(len(top_rows)):
+        sims[:, j] = np.bincount(row_of[hit], weights=products[j], minlength=live)
+    return sims
 
 
 def _retrieval_features(candidates: Sequence[Candidate], out: NDArray[np.float64]) -> None:

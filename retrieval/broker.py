@@ -12,7 +12,6 @@ the query.
 
 from __future__ import annotations
 
-import dataclasses
 import logging
 import threading
 import time
@@ -529,7 +528,8 @@ class Broker:
             if got is None:
                 continue
             cosine = c.cosine if c.cosine is not None else got.cosine.get(c.doc_id)
-            out.append(dataclasses.replace(c, cosine=cosine, field_bm25=got.field_bm25.get(c.doc_id, ())))
+            fields = got.field_bm25.get(c.doc_id, ())
+            out.append(Candidate(c.doc_id, c.shard_id, c.bm25, cosine, c.lexical_rank, c.vector_rank, fields))
         for no in sorted(answered):
             parts.append(answered[no].features)
         features = None
