@@ -18,7 +18,7 @@ def test_shipped_catalog_loads() -> None:
     catalog = RankerCatalog.load(REPO / "rankers.toml")
     assert {"bm25", "bm25-notitle", "hybrid", "ltr:v3", "ltr:v3+ce"} <= set(catalog.names())
     ltr = catalog.get("ltr:v3+ce")
-    assert (ltr.key, ltr.ranker, ltr.stages[-1]) == ("ltr:v3+ce@v3", "ltr", "cross-encoder")
+    assert (ltr.key, ltr.ranker, ltr.stages[-1]) == ("ltr:v3+ce@v4", "ltr", "cross-encoder")
     assert ltr.options == {"cross_encoder": "on", "model": "models/ltr/default"}
 
 
