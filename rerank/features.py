@@ -272,11 +272,10 @@ def prf_from_terms(
     n = len(shard.doc_ids)
     if n < 2:
         return [np.full(n, np.nan) for _ in tops]
-    # Columns numbered by first appearance, as prf_similarity numbers its vocabulary.
-    hashes, first, inverse = np.unique(shard.term_hash, return_index=True, return_inverse=True)
-    rank = np.empty(len(hashes), dtype=np.int64)
-    rank[np.argsort(first, kind="stable")] = np.arange(len(hashes))
-    columns = rank[inverse.ravel()]
+    # Columns in hash order: _prf's sums run over each row's entries in entry order, so
+    # how columns are numbered does not change a bit of the result.
+    hashes, inverse = np.unique(shard.term_hash, return_inverse=True)
+    columns = inverse.ravel().astype(np.int64)
     indptr = np.searchsorted(shard.term_row, np.arange(n + 1), side="left").astype(np.int64)
     return _prf(
         n,
@@ -357,9 +356,13 @@ def _cosine_to_rows(
     for j, entries in enumerate(top_entries):
         dense[j, slot[idx[entries]]] = weights[entries]
     hit = np.flatnonzero(slot[idx] >= 0)
-    products = dense[:, slot[idx[hit]]] * weights[hit]
-    for j in range(len(top_rows)):
-        sims[:, j] = np.bincount(row_of[hit], weights=products[j], minlength=live)
+    if len(hit) == 0:
+        return sims
+    products = dense[:, slot[idx[hit]]].T * weights[hit, None]
+    # Hit entries are grouped by row: one segmented sum (in entry order) per row that has any.
+    rows = row_of[hit]
+    starts = np.flatnonzero(np.r_[True, rows[1:] != rows[:-1]])
+    sims[rows[starts]] = np.add.reduceat(products, starts, axis=0)
     return sims
 
 
