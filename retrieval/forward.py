@@ -255,7 +255,9 @@ class ForwardIndex:
         self.langs: tuple[str, ...] = tuple(manifest["langs"])
 
         def load(name: str) -> NDArray[Any]:
-            array: NDArray[Any] = np.load(forward_array(self.directory, name), mmap_mode="r")
+            # A plain ndarray view of the mapping: ``np.memmap``'s Python-level indexing
+            # hooks cost more than the gathers themselves for a query's few hundred rows.
+            array: NDArray[Any] = np.asarray(np.load(forward_array(self.directory, name), mmap_mode="r"))
             return array
 
         stored = (*FIELDS, PRF) if self.format_version >= 2 else FIELDS
