@@ -29,7 +29,7 @@ from api.metrics import RATE_LIMITED
 from core.errors import AdminDisabled, AdminKeyRejected, BodyTooLarge
 
 
-def require_admin(request: Request, x_api_key: Annotated[str | None, Header()] = None) -> None:
+async def require_admin(request: Request, x_api_key: Annotated[str | None, Header()] = None) -> None:
     key = request.app.state.settings.api.admin_api_key
     if key is None:
         raise AdminDisabled("Admin endpoints are off: set TRAWL_API__ADMIN_API_KEY to enable them.")

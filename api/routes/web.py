@@ -109,7 +109,7 @@ class PageQuery:
         return {"site": self.site or None, "lang": self.lang or None, "filetype": self.filetype or None}
 
 
-def page_query(
+async def page_query(
     q: Annotated[str, Query(max_length=10_000)] = "",
     site: Annotated[str, Query(max_length=300)] = "",
     lang: Annotated[str, Query(max_length=20)] = "",
