@@ -46,7 +46,7 @@ class SearchSettings(BaseModel):
     candidate_k: int = Field(100, ge=10, le=5000)
     """Lexical and vector candidates per shard for fused rankers (the first window)."""
     default_ranker: str = "auto"
-    """``auto``: ltr when a model is loaded, else hybrid-rrf when the generation has vectors, else bm25."""
+    """``auto``: ltr when a model is loaded and the generation has vectors, else hybrid, else bm25."""
     hybrid_weight: float = Field(0.5, ge=0, le=1)
     """Weight of the cosine in the convex hybrid: the median of the cross-validated fold weights."""
     rrf_k: int = Field(60, ge=1)

@@ -113,7 +113,9 @@ def test_the_demo_serves_bm25_then_switches_to_vectors_without_a_restart(tmp_pat
 
         live = wait_for(switched, 240, "the switch to vectors", job)
         assert live["generation"] != bm25_generation
-        assert live["ranker"] == "hybrid" and "hybrid-rrf" in live["rankers"]
+        # With vectors and the packaged LTR model, the measured default is LTR (DECISIONS 30).
+        assert live["ranker"] == "ltr" and "hybrid-rrf" in live["rankers"]
+        assert "held-out nDCG@10" in live["ranker_reason"]
         assert live["backfill"]["state"] == "done" and live["backfill"]["generation"] == live["generation"]
         status, body = get(f"{base}/v1/search?q=generators&ranker=hybrid-rrf")
         answer = json.loads(body)
