@@ -217,6 +217,11 @@ class _DeadlinePassed(Exception):
     """A queued call whose query gave up on it before a worker was free."""
 
 
+PARALLEL_LOCAL_PHASES = frozenset({"candidates", "annotate"})
+"""Steps in-process shards run side by side, one thread each: Tantivy, hnswlib and the
+larger numpy operations release the GIL, and these steps cost milliseconds a shard
+(statistics and fetches cost less than the two thread hops)."""
+
 ShardCall = Callable[[ShardBackend, float], T]
 """One call to one replica: ``fn(replica, timeout_s)``, the timeout being what is left of the deadline."""
 
@@ -255,7 +260,7 @@ class Broker:
         self._inline = all(len(r) == 1 and isinstance(r[0], LocalShard) for r in self.shards)
         self._pools: list[list[ThreadPoolExecutor]] = (
             []
-            if self._inline
+            if self._inline and len(self.shards) == 1
             else [
                 [
                     ThreadPoolExecutor(max_workers=calls_per_replica, thread_name_prefix=f"shard{i}-{j}")
@@ -304,7 +309,7 @@ class Broker:
         Returns (results of the shards that answered by the deadline, hedged shards).
         Never raises: a shard that fails or is late is simply absent from the results.
         """
-        if self._inline:
+        if self._inline and (len(calls) < 2 or phase not in PARALLEL_LOCAL_PHASES):
             return self._fan_out_inline(calls, deadline, phase=phase), []
         started = time.perf_counter()
         pending: dict[Future[T], int] = {}
@@ -376,9 +381,10 @@ class Broker:
     ) -> dict[int, T]:
         """In-process shards, one after another on the calling thread.
 
-        A local shard answers in well under a millisecond, less than the cost of two
-        thread hops, and cannot hang on a network; the deadline is still honoured
-        between shards.
+        For the cheap steps (statistics, fetches) and a single shard: a local shard
+        answers them in well under a millisecond, less than the cost of two thread
+        hops, and cannot hang on a network; the deadline is still honoured between
+        shards.
         """
         results: dict[int, T] = {}
         for shard_no, fn in calls.items():
