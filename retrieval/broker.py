@@ -218,9 +218,11 @@ class _DeadlinePassed(Exception):
 
 
 PARALLEL_LOCAL_PHASES = frozenset({"candidates", "annotate"})
-"""Steps in-process shards run side by side, one thread each: Tantivy, hnswlib and the
-larger numpy operations release the GIL, and these steps cost milliseconds a shard
-(statistics and fetches cost less than the two thread hops)."""
+"""Steps in-process shards run side by side, one thread each, while the broker has one
+query in flight: Tantivy, hnswlib and the larger numpy operations release the GIL, and
+these steps cost milliseconds a shard (statistics and fetches cost less than the two
+thread hops). With several queries in flight the queries already keep the cores busy,
+and the hops would only add to each."""
 
 ShardCall = Callable[[ShardBackend, float], T]
 """One call to one replica: ``fn(replica, timeout_s)``, the timeout being what is left of the deadline."""
@@ -258,6 +260,9 @@ class Broker:
         """Per analysed term, its collection-wide (field, term) frequencies: a broker serves one
         opened generation (an update reopens it with a new broker), so they never change."""
         self._inline = all(len(r) == 1 and isinstance(r[0], LocalShard) for r in self.shards)
+        self._in_flight = 0
+        """Queries in :meth:`gather` now (read unlocked: a stale count only picks the other path)."""
+        self._in_flight_lock = threading.Lock()
         self._pools: list[list[ThreadPoolExecutor]] = (
             []
             if self._inline and len(self.shards) == 1
@@ -309,7 +314,7 @@ class Broker:
         Returns (results of the shards that answered by the deadline, hedged shards).
         Never raises: a shard that fails or is late is simply absent from the results.
         """
-        if self._inline and (len(calls) < 2 or phase not in PARALLEL_LOCAL_PHASES):
+        if self._inline and (len(calls) < 2 or phase not in PARALLEL_LOCAL_PHASES or self._in_flight > 1):
             return self._fan_out_inline(calls, deadline, phase=phase), []
         started = time.perf_counter()
         pending: dict[Future[T], int] = {}
@@ -439,6 +444,23 @@ class Broker:
         k_vector: int,
         with_fields: bool = False,
         deadline_s: float | None = None,
+    ) -> Gathered:
+        with self._in_flight_lock:
+            self._in_flight += 1
+        try:
+            return self._gather(query, vector, k_lexical, k_vector, with_fields, deadline_s)
+        finally:
+            with self._in_flight_lock:
+                self._in_flight -= 1
+
+    def _gather(
+        self,
+        query: Query,
+        vector: NDArray[np.float32] | None,
+        k_lexical: int,
+        k_vector: int,
+        with_fields: bool,
+        deadline_s: float | None,
     ) -> Gathered:
         started = time.perf_counter()
         deadline = started + (deadline_s if deadline_s is not None else self.deadline_s)
