@@ -425,6 +425,11 @@ class Broker:
         parts, _ = self._fan_out(
             self._everywhere(lambda s, t: s.doc_freqs(query, timeout_s=t)), deadline, phase="stats"
         )
+        if not parts:
+            # No frequencies at all would read as df = 0 everywhere and inflate every
+            # score many times over; each shard's own statistics are the better guess.
+            logger.warning("no shard answered the statistics step: shards score with their own")
+            return None
         stats = CorpusStats.merge(self.num_docs, list(parts.values()))
         if len(parts) == len(self.shards):  # a shard that did not answer would undercount
             by_term: dict[str, dict[tuple[str, str], int]] = {t: {} for t in terms}

@@ -36,10 +36,12 @@ def root(tmp_path_factory: pytest.TempPathFactory) -> Path:
 @pytest.fixture(scope="module")
 def brokers(root: Path) -> Iterator[tuple[Broker, Broker]]:
     gen = resolve_index(root)
-    local = Broker([[LocalShard(i, LexicalShard(lexical_dir(gen, i)))] for i in range(2)])
+    # A generous deadline: these tests compare values, and a shard that misses the
+    # statistics step under a loaded test run would score with undercounted frequencies.
+    local = Broker([[LocalShard(i, LexicalShard(lexical_dir(gen, i)))] for i in range(2)], deadline_s=60.0)
     settings = SearchSettings(use_vectors=False)
     clients = [TestClient(create_shard_app(root, i, settings)) for i in range(2)]
-    remote = Broker([[HttpShard("http://testserver", client=c)] for c in clients])
+    remote = Broker([[HttpShard("http://testserver", client=c)] for c in clients], deadline_s=60.0)
     try:
         yield local, remote
     finally:
@@ -106,7 +108,7 @@ def test_fields_asked_after_the_cut_equal_fields_computed_before_it(root: Path, 
     """Two shards: the broker asks for fields, exact cosines and features of the kept candidates
     only; they must be what each shard would have computed for its whole list."""
     shards = _with_random_vectors(resolve_index(root), seed=len(raw))
-    broker = Broker([[s] for s in shards])
+    broker = Broker([[s] for s in shards], deadline_s=60.0)
     query = parse_query(raw)
     vector = np.random.default_rng(1).standard_normal(32).astype(np.float32)
     vector /= np.linalg.norm(vector)
@@ -142,7 +144,7 @@ def test_a_shard_failing_after_the_cut_loses_its_candidates_and_is_reported(root
         LocalShard(0, LexicalShard(lexical_dir(gen, 0))),
         _FailsSecondStep(1, LexicalShard(lexical_dir(gen, 1))),
     ]
-    gathered = Broker([[s] for s in shards]).gather(
+    gathered = Broker([[s] for s in shards], deadline_s=60.0).gather(
         parse_query("wing flow"), vector=None, k_lexical=50, k_vector=0, with_fields=True
     )
     assert gathered.missing_shards == (1,)
@@ -150,3 +152,22 @@ def test_a_shard_failing_after_the_cut_loses_its_candidates_and_is_reported(root
     assert gathered.features is not None and set(gathered.features.doc_ids) == {
         c.doc_id for c in gathered.candidates
     }
+
+
+class _NoStatistics(LocalShard):
+    """A shard whose statistics step fails (fault injection); the search step works."""
+
+    def doc_freqs(self, query, *, timeout_s=None):  # type: ignore[no-untyped-def]
+        raise ConnectionError("statistics unavailable")
+
+
+def test_without_any_statistics_shards_score_with_their_own(root: Path) -> None:
+    """Not with df = 0 everywhere, which multiplied BM25 scores many times over."""
+    gen = resolve_index(root)
+    query = parse_query("wing flow")
+    blind = Broker([[_NoStatistics(i, LexicalShard(lexical_dir(gen, i)))] for i in range(2)], deadline_s=60.0)
+    assert blind.stats(query, deadline=float("inf")) is None
+    got = blind.gather(query, vector=None, k_lexical=20, k_vector=0)
+    own = [LexicalShard(lexical_dir(gen, i)).search(query, k=20) for i in range(2)]
+    best_own = max(h.score for r in own for h in r.hits)
+    assert got.candidates and max(c.bm25 or 0.0 for c in got.candidates) == best_own
