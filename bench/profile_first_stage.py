@@ -112,7 +112,7 @@ if mode == "profile":
             ("vector search (HNSW)", [("filtered_vector_hits", "hybrid.py")]),
             ("union + per-field BM25", [("union", "hybrid.py")]),
             ("  of which field_scores", [("field_scores", "lexical.py")]),
-            ("exact cosine", [("exact_cosines", "hybrid.py")]),
+            ("exact cosine", [("similarity", "vector.py")]),
             ("shard features", [("shard_features", "forward.py")]),
             ("merge_shards", [("merge_shards", "hybrid.py")]),
             ("broker features merge", [("merge", "forward.py")]),

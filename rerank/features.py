@@ -41,7 +41,7 @@ from numpy.typing import NDArray
 
 from core.types import DocId, Query
 from retrieval.forward import BODY_CHARS, SHARD_COLUMNS, SIDE_CHARS, QueryTerms, ShardFeatures, url_depth
-from retrieval.hybrid import Candidate
+from retrieval.hybrid import Candidate, rrf_score
 from retrieval.lexical import TEXT_FIELDS, StoredDoc
 from retrieval.tokenizer import ENGLISH_STOPWORDS, MAX_TOKEN_CHARS, analyze, stem
 
@@ -349,7 +349,7 @@ def _cosine_to_rows(
     if not top_rows:
         return sims
     top_entries = [np.arange(indptr[r], indptr[r + 1]) for r in top_rows]
-    top_columns = np.unique(idx[np.concatenate(top_entries)]) if top_entries else idx[:0]
+    top_columns = np.unique(idx[np.concatenate(top_entries)])
     slot = np.full(width, -1, dtype=np.int64)
     slot[top_columns] = np.arange(len(top_columns))
     dense = np.zeros((len(top_rows), len(top_columns)))
@@ -380,19 +380,9 @@ def _retrieval_features(candidates: Sequence[Candidate], out: NDArray[np.float64
     out[:, INDEX["cosine"]] = cosine
     if not np.all(np.isnan(cosine)):
         out[:, INDEX["cosine_gap"]] = cosine - np.nanmax(cosine)
-    lexical_rank = np.array(
-        [np.nan if c.lexical_rank is None else c.lexical_rank for c in candidates], dtype=np.float64
-    )
-    vector_rank = np.array(
-        [np.nan if c.vector_rank is None else c.vector_rank for c in candidates], dtype=np.float64
-    )
-    out[:, INDEX["lexical_rank"]] = lexical_rank
-    out[:, INDEX["vector_rank"]] = vector_rank
-    # rrf_score, column-wise: the same two IEEE additions per candidate.
-    with np.errstate(invalid="ignore"):
-        from_lexical = np.where(np.isnan(lexical_rank), 0.0, 1.0 / (RRF_K + lexical_rank))
-        from_vector = np.where(np.isnan(vector_rank), 0.0, 1.0 / (RRF_K + vector_rank))
-    out[:, INDEX["rrf"]] = from_lexical + from_vector
+    out[:, INDEX["lexical_rank"]] = [np.nan if c.lexical_rank is None else c.lexical_rank for c in candidates]
+    out[:, INDEX["vector_rank"]] = [np.nan if c.vector_rank is None else c.vector_rank for c in candidates]
+    out[:, INDEX["rrf"]] = [rrf_score(c, k=RRF_K) for c in candidates]
 
 
 def _field_row(scores: dict[str, float]) -> list[float]:

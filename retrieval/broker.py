@@ -27,7 +27,7 @@ from numpy.typing import NDArray
 from core.errors import ShardUnavailable
 from core.types import DocId, Query
 from retrieval.forward import QueryTerms, ShardFeatures, shard_features
-from retrieval.hybrid import Candidate, field_rows, merge_shards, shard_candidates
+from retrieval.hybrid import Candidate, CandidateFields, merge_shards, shard_candidates
 from retrieval.lexical import DF_CACHE_TERMS, LexicalShard, StoredDoc, stat_terms
 from retrieval.stats import CorpusStats
 from retrieval.vector import VectorShard
@@ -76,8 +76,7 @@ class AnnotateRequest:
 
 @dataclass(frozen=True, slots=True)
 class Annotations:
-    field_bm25: dict[DocId, tuple[tuple[str, float], ...]]
-    cosine: dict[DocId, float]
+    fields: CandidateFields
     features: ShardFeatures | None
 
 
@@ -160,15 +159,20 @@ class LocalShard:
         )
 
     def annotate(self, request: AnnotateRequest, *, timeout_s: float | None = None) -> Annotations:
-        ids = list(request.doc_ids)
-        scores = self.lexical.field_scores(request.query, ids, stats=request.stats) if ids else {}
-        fields = field_rows(ids, scores)
-        cosine: dict[DocId, float] = {}
-        if self.vector is not None and request.vector is not None and request.needs_cosine:
-            cosine = self.vector.similarity(request.vector, list(request.needs_cosine))
+        fields = CandidateFields.compute(
+            self.lexical,
+            self.vector,
+            request.query,
+            request.vector,
+            request.stats,
+            request.doc_ids,
+            request.needs_cosine,
+        )
         forward = self.lexical.forward
-        features = shard_features(forward, QueryTerms.of(request.query), ids) if forward is not None else None
-        return Annotations(dict(zip(ids, fields, strict=True)), cosine, features)
+        features = None
+        if forward is not None:
+            features = shard_features(forward, QueryTerms.of(request.query), request.doc_ids)
+        return Annotations(fields, features)
 
     def fetch(self, doc_ids: Sequence[DocId], *, timeout_s: float | None = None) -> dict[DocId, StoredDoc]:
         return self.lexical.stored_many(doc_ids)
@@ -494,10 +498,11 @@ class Broker:
         after_candidates = time.perf_counter()
         if two_step:
             shard_no = {r.shard_id: i for i, r in enumerate(replies) if r is not None}
-            candidates, features, failed = self._annotate(
-                query, vector, stats, candidates, shard_no, deadline, hedged
+            candidates, features, failed, hedged_later = self._annotate(
+                query, vector, stats, candidates, shard_no, deadline
             )
             missing = tuple(sorted({*missing, *failed}))
+            hedged = [*hedged, *hedged_later]
         else:
             parts = [r.features for r in ok]
             features = ShardFeatures.merge([p for p in parts if p is not None]) if ok else None
@@ -528,9 +533,9 @@ class Broker:
         candidates: list[Candidate],
         shard_no: Mapping[int, int],
         deadline: float,
-        hedged: list[int],
-    ) -> tuple[list[Candidate], ShardFeatures | None, tuple[int, ...]]:
-        """Fields, exact cosines and features of the kept candidates, from their shards.
+    ) -> tuple[list[Candidate], ShardFeatures | None, tuple[int, ...], list[int]]:
+        """Fields, exact cosines and features of the kept candidates, from their shards
+        (with the shards that failed this step and those hedged in it).
 
         A shard that fails this step loses its candidates (reported as missing, like a
         shard that failed the first step): a learned ranker cannot score them alike.
@@ -549,26 +554,16 @@ class Broker:
             )
             return lambda s, t: s.annotate(request, timeout_s=t)
 
-        answered, more_hedged = self._fan_out(
+        answered, hedged = self._fan_out(
             {no: call(members) for no, members in by_shard.items()}, deadline, phase="annotate"
         )
-        hedged.extend(more_hedged)
         failed = tuple(no for no in by_shard if no not in answered)
-        out: list[Candidate] = []
-        parts: list[ShardFeatures | None] = []
-        for c in candidates:
-            got = answered.get(shard_no[c.shard_id])
-            if got is None:
-                continue
-            cosine = c.cosine if c.cosine is not None else got.cosine.get(c.doc_id)
-            fields = got.field_bm25.get(c.doc_id, ())
-            out.append(Candidate(c.doc_id, c.shard_id, c.bm25, cosine, c.lexical_rank, c.vector_rank, fields))
-        for no in sorted(answered):
-            parts.append(answered[no].features)
-        features = None
-        if parts and all(p is not None for p in parts):
-            features = ShardFeatures.merge([p for p in parts if p is not None])
-        return out, features, failed
+        kept = [c for c in candidates if shard_no[c.shard_id] in answered]
+        out = CandidateFields.merge([got.fields for got in answered.values()]).apply(kept)
+        parts = [answered[no].features for no in sorted(answered)]
+        complete = [p for p in parts if p is not None]
+        features = ShardFeatures.merge(complete) if complete and len(complete) == len(parts) else None
+        return out, features, failed, hedged
 
     def fetch(
         self, doc_ids_by_shard: Mapping[int, Sequence[DocId]], deadline: float

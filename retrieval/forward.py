@@ -298,12 +298,16 @@ class ForwardIndex:
         """Id of each token in this shard's dictionary (-1: no document here has it)."""
         return np.asarray([self._term_ids.get(t, -1) for t in tokens], dtype=np.int64)
 
-    def gather(self, field: str, rows: NDArray[np.int64]) -> tuple[NDArray[np.int64], NDArray[np.int64]]:
-        """(token ids of the rows' ``field`` one after another, the row index of each)."""
+    def _positions(self, field: str, rows: NDArray[np.int64]) -> tuple[NDArray[np.int64], NDArray[np.int64]]:
+        """(flat positions of the rows' ``field`` tokens one after another, the row index of each)."""
         offsets = self._offsets[field]
         starts = np.asarray(offsets[rows], dtype=np.int64)
         lengths = np.asarray(offsets[rows + 1], dtype=np.int64) - starts
-        positions, seg = _segments(starts, lengths)
+        return _segments(starts, lengths)
+
+    def gather(self, field: str, rows: NDArray[np.int64]) -> tuple[NDArray[np.int64], NDArray[np.int64]]:
+        """(token ids of the rows' ``field`` one after another, the row index of each)."""
+        positions, seg = self._positions(field, rows)
         return np.asarray(self._tokens[field][positions], dtype=np.int64), seg
 
     def term_vectors(
@@ -312,10 +316,7 @@ class ForwardIndex:
         """(candidate index, term id, count) of the rows' PRF term vectors; None in format 1."""
         if self._prf_counts is None:
             return None
-        offsets = self._offsets[PRF]
-        starts = np.asarray(offsets[rows], dtype=np.int64)
-        lengths = np.asarray(offsets[rows + 1], dtype=np.int64) - starts
-        positions, seg = _segments(starts, lengths)
+        positions, seg = self._positions(PRF, rows)
         terms = np.asarray(self._tokens[PRF][positions], dtype=np.int64)
         return seg, terms, np.asarray(self._prf_counts[positions], dtype=np.int64)
 

@@ -19,7 +19,7 @@ Fusion baselines:
 from __future__ import annotations
 
 import logging
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -101,8 +101,8 @@ def shard_candidates(
     """The union of one shard's lexical and vector top-k, ordered by doc id.
 
     ``vectors``/``vector`` may be None (no vector index yet, or an empty query text):
-    the result is then the lexical list alone. ``with_fields`` adds per-field BM25
-    (four restricted Tantivy searches, ~1 ms).
+    the result is then the lexical list alone. ``with_fields`` adds
+    :class:`CandidateFields` (per-field BM25 and exact cosines).
     """
     lexical_hits: list[ScoredDoc] = []
     if k_lexical > 0:
@@ -113,61 +113,90 @@ def shard_candidates(
     vector_hits: list[ScoredDoc] = []
     if vectors is not None and vector is not None and k_vector > 0 and not query.is_empty:
         vector_hits = filtered_vector_hits(lexical, vectors, query, vector, k_vector)
-    exact: dict[DocId, float] | None = None
-    if with_fields and vectors is not None and vector is not None:
-        exact = exact_cosines(lexical_hits, vector_hits, vectors, vector)
-    return union(
-        lexical_hits,
-        vector_hits,
-        shard_id=shard_id,
-        lexical=lexical if with_fields else None,
-        query=query,
-        stats=stats,
-        exact_cosine=exact,
+    candidates = union(lexical_hits, vector_hits, shard_id=shard_id)
+    if not with_fields:
+        return candidates
+    fields = CandidateFields.compute(
+        lexical,
+        vectors,
+        query,
+        vector,
+        stats,
+        [c.doc_id for c in candidates],
+        [c.doc_id for c in candidates if c.cosine is None],
     )
+    return fields.apply(candidates)
 
 
-def exact_cosines(
-    lexical_hits: Sequence[ScoredDoc],
-    vector_hits: Sequence[ScoredDoc],
-    vectors: VectorShard,
-    vector: NDArray[np.float32],
-) -> dict[DocId, float]:
-    """The cosine (best passage, exact) of the lexical candidates outside the vector top-k.
+@dataclass(frozen=True, slots=True)
+class CandidateFields:
+    """What a learned ranker needs beyond the two lists, computed by the candidates' shard.
 
-    A candidate outside the vector top-k still has a similarity to the query; leaving it
-    missing tells a learned ranker only "not in the list" (``vector_rank`` still says
-    that). Fusion baselines do not ask for fields, so they keep "absent = not retrieved".
+    Per-field BM25 of every candidate, and the exact cosine (best passage) of those
+    outside the vector top-k: such a candidate still has a similarity to the query, and
+    leaving it missing would tell the model only "not in the list" (``vector_rank``
+    still says that). Fusion baselines do not ask for fields, so they keep "absent = not
+    retrieved". One shard computes them with its candidates; several shards in a second
+    step, for the candidates the broker's cut keeps (``retrieval.broker``).
     """
-    in_vector = {h.doc_id for h in vector_hits}
-    missing = sorted({h.doc_id for h in lexical_hits} - in_vector)
-    return vectors.similarity(vector, missing) if missing else {}
+
+    field_bm25: dict[DocId, tuple[tuple[str, float], ...]]
+    cosine: dict[DocId, float]
+
+    @classmethod
+    def compute(
+        cls,
+        lexical: LexicalShard,
+        vectors: VectorShard | None,
+        query: Query,
+        vector: NDArray[np.float32] | None,
+        stats: CorpusStats | None,
+        doc_ids: Sequence[DocId],
+        needs_cosine: Sequence[DocId],
+    ) -> CandidateFields:
+        scores = lexical.field_scores(query, doc_ids, stats=stats) if doc_ids else {}
+        # Column-wise: this runs for every candidate of every learned-ranker query.
+        per_field = [[(name, field.get(d, 0.0)) for d in doc_ids] for name, field in scores.items()]
+        rows = list(zip(*per_field, strict=True)) if per_field else [()] * len(doc_ids)
+        cosine: dict[DocId, float] = {}
+        if vectors is not None and vector is not None and needs_cosine:
+            cosine = vectors.similarity(vector, needs_cosine)
+        return cls(dict(zip(doc_ids, rows, strict=True)), cosine)
+
+    @classmethod
+    def merge(cls, parts: Iterable[CandidateFields]) -> CandidateFields:
+        """Several shards' fields as one (a document lives in one shard)."""
+        field_bm25: dict[DocId, tuple[tuple[str, float], ...]] = {}
+        cosine: dict[DocId, float] = {}
+        for part in parts:
+            field_bm25.update(part.field_bm25)
+            cosine.update(part.cosine)
+        return cls(field_bm25, cosine)
+
+    def apply(self, candidates: Iterable[Candidate]) -> list[Candidate]:
+        """The candidates with their fields and, where they had none, their exact cosine."""
+        return [
+            Candidate(
+                c.doc_id,
+                c.shard_id,
+                c.bm25,
+                c.cosine if c.cosine is not None else self.cosine.get(c.doc_id),
+                c.lexical_rank,
+                c.vector_rank,
+                self.field_bm25.get(c.doc_id, ()),
+            )
+            for c in candidates
+        ]
 
 
 def union(
-    lexical_hits: Sequence[ScoredDoc],
-    vector_hits: Sequence[ScoredDoc],
-    *,
-    shard_id: int = 0,
-    lexical: LexicalShard | None = None,
-    query: Query | None = None,
-    stats: CorpusStats | None = None,
-    exact_cosine: Mapping[DocId, float] | None = None,
+    lexical_hits: Sequence[ScoredDoc], vector_hits: Sequence[ScoredDoc], *, shard_id: int = 0
 ) -> list[Candidate]:
-    """Union two ranked lists by doc id, keeping score and 1-based rank from each.
-
-    ``exact_cosine`` gives candidates outside the vector list their cosine (see
-    :func:`exact_cosines`); their ``vector_rank`` stays None.
-    """
+    """Union two ranked lists by doc id, keeping score and 1-based rank from each."""
     bm25 = {h.doc_id: (h.score, rank) for rank, h in enumerate(lexical_hits, 1)}
     cosine = {h.doc_id: (h.score, rank) for rank, h in enumerate(vector_hits, 1)}
-    doc_ids = sorted(bm25.keys() | cosine.keys())
-    fields: dict[str, dict[DocId, float]] = {}
-    if lexical is not None and query is not None and doc_ids:
-        fields = lexical.field_scores(query, doc_ids, stats=stats)
-    extra = exact_cosine or {}
     out: list[Candidate] = []
-    for doc_id, field_bm25 in zip(doc_ids, field_rows(doc_ids, fields), strict=True):
+    for doc_id in sorted(bm25.keys() | cosine.keys()):
         b = bm25.get(doc_id)
         c = cosine.get(doc_id)
         out.append(
@@ -175,24 +204,12 @@ def union(
                 doc_id,
                 shard_id,
                 b[0] if b else None,
-                c[0] if c else extra.get(doc_id),
+                c[0] if c else None,
                 b[1] if b else None,
                 c[1] if c else None,
-                field_bm25,
             )
         )
     return out
-
-
-def field_rows(
-    doc_ids: Sequence[DocId], fields: Mapping[str, Mapping[DocId, float]]
-) -> list[tuple[tuple[str, float], ...]]:
-    """Each document's ``Candidate.field_bm25`` from per-field score maps (absent = 0).
-
-    Built column-wise: this runs for every candidate of every learned-ranker query.
-    """
-    per_field = [[(name, scores.get(d, 0.0)) for d in doc_ids] for name, scores in fields.items()]
-    return list(zip(*per_field, strict=True)) if per_field else [()] * len(doc_ids)
 
 
 def merge_shards(

@@ -31,7 +31,7 @@ from retrieval import layout
 from retrieval.broker import AnnotateRequest, Annotations, LocalShard, ShardReply, ShardRequest
 from retrieval.forward import ShardFeatures
 from retrieval.generation import open_vectors, read_update_stamp
-from retrieval.hybrid import Candidate
+from retrieval.hybrid import Candidate, CandidateFields
 from retrieval.lexical import FieldBoosts, LexicalShard, StoredDoc
 from retrieval.manifest import IndexManifest, read_pointer, resolve_index
 from retrieval.stats import CorpusStats
@@ -255,8 +255,10 @@ def create_shard_app(
         got = local.annotate(request)
         return {
             "num_docs": local.num_docs,
-            "field_bm25": [[str(int(d)), [list(p) for p in pairs]] for d, pairs in got.field_bm25.items()],
-            "cosine": [[str(int(d)), c] for d, c in got.cosine.items()],
+            "field_bm25": [
+                [str(int(d)), [list(p) for p in pairs]] for d, pairs in got.fields.field_bm25.items()
+            ],
+            "cosine": [[str(int(d)), c] for d, c in got.fields.cosine.items()],
             "features": got.features.to_wire() if got.features is not None else None,
         }
 
@@ -343,11 +345,14 @@ class HttpShard:
         }
         _stats_to_wire(request.stats, body)
         data = self._post("/shard/annotate", body, timeout_s)
-        return Annotations(
+        fields = CandidateFields(
             field_bm25={
                 DocId(int(d)): tuple((str(f), float(v)) for f, v in pairs) for d, pairs in data["field_bm25"]
             },
             cosine={DocId(int(d)): float(c) for d, c in data["cosine"]},
+        )
+        return Annotations(
+            fields=fields,
             features=ShardFeatures.from_wire(data["features"]) if data.get("features") else None,
         )
 
