@@ -505,9 +505,8 @@ class Broker:
             hedged = [*hedged, *hedged_later]
         else:
             parts = [r.features for r in ok]
-            features = ShardFeatures.merge([p for p in parts if p is not None]) if ok else None
-            if any(p is None for p in parts):
-                features = None
+            complete = [p for p in parts if p is not None]
+            features = ShardFeatures.merge(complete) if ok and len(complete) == len(parts) else None
         timings = {
             "stats": (after_stats - started) * 1000,
             "shards": (after_candidates - after_stats) * 1000,

@@ -41,6 +41,8 @@ MAX_HEADINGS_CHARS = 20_000
 MAX_BODY_CHARS = 1_000_000
 """Body text past this is neither indexed nor stored: a search page is not an archive."""
 DF_CACHE_TERMS = 100_000
+ADDRESS_MEMO_DOCS = 8_192
+"""Recent search hits whose document address a shard remembers (see ``LexicalShard.stored_many``)."""
 """(field, term) document frequencies a shard keeps; past this the cache starts over."""
 
 
@@ -397,6 +399,7 @@ class LexicalShard:
         self._live_fields = frozenset(f for f in TEXT_FIELDS if nonempty.get(f, 1) > 0)
         self._local_n = int(self._searcher.num_docs)
         self._df: dict[tuple[str, str], int] = {}
+        self._addresses: dict[DocId, Any] = {}
         self.forward = ForwardIndex.open_if_present(forward_dir(self.path))
         """The shard's forward index (None in an index built before it existed: features then
         come from the stored documents, see :func:`write_forward_index`)."""
@@ -549,6 +552,7 @@ class LexicalShard:
             ScoredDoc(_doc_id(doc_id), float(score))
             for (score, _), doc_id in zip(result.hits, ids, strict=True)
         )
+        self._remember(hits, addresses)
         return LexicalResult(int(getattr(result, "count", 0) or 0), hits, tuple(addresses))
 
     def field_scores(
@@ -625,11 +629,37 @@ class LexicalShard:
         return self.stored_at(result.hits[0][1])
 
     def stored_many(self, doc_ids: Sequence[DocId]) -> dict[DocId, StoredDoc]:
+        """The stored documents of ``doc_ids`` this shard holds.
+
+        The documents shown on a page are almost always hits of a search this shard just
+        answered, whose addresses it remembers: reading them directly skips the doc_id
+        search (~0.2 ms a call, a tenth of a BM25 query here). An address is only valid
+        for the searcher that returned it, and this shard's searcher never changes.
+        """
         if not doc_ids:
             return {}
-        result = self._searcher.search(self._among(doc_ids), limit=len(doc_ids), count=False)
-        docs = (self.stored_at(a) for _, a in result.hits)
+        known = self._addresses
+        addresses = []
+        missing = []
+        for doc_id in doc_ids:
+            address = known.get(doc_id)
+            if address is None:
+                missing.append(doc_id)
+            else:
+                addresses.append(address)
+        if missing:
+            result = self._searcher.search(self._among(missing), limit=len(missing), count=False)
+            addresses.extend(a for _, a in result.hits)
+        docs = (self.stored_at(a) for a in addresses)
         return {d.doc_id: d for d in docs}
+
+    def _remember(self, hits: Sequence[ScoredDoc], addresses: Sequence[Any]) -> None:
+        """Note the hits' addresses for ``stored_many`` (bounded: forgotten all at once when full)."""
+        if len(self._addresses) + len(hits) > ADDRESS_MEMO_DOCS:
+            self._addresses = {}
+        memo = self._addresses
+        for hit, address in zip(hits, addresses, strict=True):
+            memo[hit.doc_id] = address
 
     def doc_id_for_url(self, url: str) -> DocId | None:
         result = self._searcher.search(self._term("url", url), limit=1, count=False)

@@ -106,6 +106,35 @@ def test_stored_document_round_trip(shard: LexicalShard) -> None:
     assert (stored.url, stored.title, stored.body, stored.host) == (doc.url, doc.title, doc.body, doc.host)
 
 
+def test_stored_many_reads_remembered_hits_and_searches_the_rest(tmp_path: Path) -> None:
+    path = tmp_path / "lexical"
+    build_lexical_shard(SMALL_WEB, path)
+    fresh = LexicalShard(path)  # nothing remembered: every document found by its doc_id
+    hits = fresh.search(parse_query("list"), k=3).hits
+    others = [d.doc_id for d in SMALL_WEB if d.doc_id not in {h.doc_id for h in hits}][:2]
+    asked = [hits[0].doc_id, *others, *(h.doc_id for h in hits[1:]), 10**9]
+    got = fresh.stored_many(asked)
+    assert set(got) == set(asked) - {10**9}  # an id the shard lacks is left out
+    reference = LexicalShard(path)
+    for doc_id, doc in got.items():
+        assert doc == reference.stored(doc_id)
+        assert doc.doc_id == doc_id
+
+
+def test_address_memo_is_bounded(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    import retrieval.lexical as lexical
+
+    monkeypatch.setattr(lexical, "ADDRESS_MEMO_DOCS", 4)
+    path = tmp_path / "lexical"
+    build_lexical_shard(SMALL_WEB, path)
+    shard = LexicalShard(path)
+    for raw in ("list", "comprehension", "bread", "generators"):
+        hits = shard.search(parse_query(raw), k=3).hits
+        assert len(shard._addresses) <= 4
+        stored = shard.stored_many([h.doc_id for h in hits])
+        assert [stored[h.doc_id].doc_id for h in hits] == [h.doc_id for h in hits]
+
+
 @settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(st.text(max_size=120))
 def test_any_query_text_searches_without_error(shard: LexicalShard, raw: str) -> None:
