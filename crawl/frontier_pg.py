@@ -1,26 +1,36 @@
 """The fleet frontier: the same contract as ``crawl.frontier.Frontier``, with the queue in PostgreSQL.
 
 The SQLite frontier keeps the queues in memory because one process owns the crawl.
-Here many workers share it, so the database is the queue: ``lease`` asks PostgreSQL
-for the host whose time has come (``PgCrawlDb.lease_next``: host row locked ``FOR
-UPDATE SKIP LOCKED``, leased with an expiry) and that host's best pending URL.
+Here many workers share it, so the database is the queue: leases come from PostgreSQL
+(``PgCrawlDb.exchange``: ready host rows locked ``FOR UPDATE SKIP LOCKED``, leased with
+an expiry, each with its best pending URL).
 
+* **One conversation with PostgreSQL:** a single pump task talks to the database, off
+  the event loop (one thread call per round), so the loop never waits on a lock or a
+  socket. A round writes what finished since the last one (URLs back to pending, hosts
+  released) and leases as many hosts as there are ``lease`` callers waiting, within
+  the page budget, in one pipelined round trip: the number of round trips follows the
+  rounds, not the pages.
 * **Politeness across the fleet:** a host stays leased from the moment its URL is
-  handed out until the response is in; ``finish`` releases it at once with its next
-  allowed time (``Politeness``: min delay, response time, Crawl-delay, backoff), so no
-  other worker can ask it sooner.
+  handed out until the response is in; ``finish`` computes its next allowed time
+  (``Politeness``: min delay, response time, Crawl-delay, backoff) and the next round
+  releases it with that time, so no other worker can ask it sooner (a release waiting
+  for its round only keeps the host longer). A worker holds at most one URL per host.
 * **Acknowledgement:** the URL's result waits in the batch and is written after the
   batch's documents (``write_batch``), exactly as in SQLite; until then the URL stays
-  leased, so nobody fetches it again. A retry or a deferral goes back to pending at once.
-* **New URLs** are inserted before each lease request (``ON CONFLICT DO NOTHING``: the
-  table's key is the seen check of record), so other workers see them without waiting
-  for this worker's next commit.
+  leased, so nobody fetches it again. A retry or a deferral goes back to pending in the
+  next round, before its host is released.
+* **New URLs** are inserted by a round when ``_INSERT_ROWS`` wait, every
+  ``_INSERT_EVERY_S``, and at once when a round found nothing to lease (``ON CONFLICT
+  DO NOTHING``: the table's key is the seen check of record), so other workers see them
+  without waiting for this worker's next commit.
 * **Slow commits are not deaths:** the heartbeat renews the leases of results waiting
   for their batch, so only a worker that stopped (killed, hung) lets leases expire.
 * **Dead workers:** expired URL leases return to pending with one more attempt and
   expired host leases are freed, by whichever worker looks first.
 * **The end:** a worker stops when nothing is pending, no other worker holds a lease
-  (it could still add links), and it has nothing in flight.
+  (it could still add links), and it has nothing in flight. Releases still waiting for
+  a round are written before ``lease`` says so (and by ``commit``).
 """
 
 from __future__ import annotations
@@ -30,6 +40,7 @@ import logging
 import os
 import socket
 import time
+from collections import deque
 from typing import Self
 
 from core.settings import CrawlSettings
@@ -89,12 +100,21 @@ class PgFrontier:
         self._host_state: dict[str, tuple[float, int]] = {}
         """host → (backoff, errors) as read when it was leased."""
         self._pages_in_flight = 0
-        self._leasing = 0
-        """Lease requests waiting on the database (they hold a place in the page budget)."""
+        """Pages leased here and not finished (handed out, or in ``_ready``): part of the budget."""
         self._stopping = False
         self._wakeup = asyncio.Event()
+        """Set (and replaced) when the pump has something new: a result, a stop, a first new URL."""
+        self._waiters: deque[asyncio.Future[Lease | None]] = deque()
+        """``lease`` callers waiting, oldest first; a round leases at most one host for each."""
+        self._ready: deque[Lease] = deque()
+        """Leases whose caller stopped waiting: the next ``lease`` takes them."""
+        self._pump: asyncio.Future[None] | None = None
+        self._starved = False
+        """The last round leased less than asked: the next inserts the new URLs at once."""
+        self._requeues: list[tuple[str, int, str | None]] = []
+        self._releases: dict[str, HostState] = {}
+        """Results of this tick for the next round: URLs back to pending, hosts to release."""
         self._unwritten: list[NewUrl] = []
-        self._inserts: list[NewUrl] = []
         self._updates: list[UrlUpdate] = []
         self._unacknowledged: set[str] = set()
         """URLs finished here whose results are not committed yet: their leases are renewed."""
@@ -151,84 +171,211 @@ class PgFrontier:
                 return False
             self._admitted[new.host] = admitted + 1
         self._unwritten.append(new)
-        self._notify()
+        if len(self._unwritten) == 1 and self._waiters:
+            self._notify()  # callers may be waiting for exactly this URL's host
         return new.status == UrlStatus.PENDING
 
     def stop(self) -> None:
         self._stopping = True
         self._notify()
 
-    def _budget_left(self) -> bool:
-        return self._pages_done + self._pages_in_flight + self._leasing < self._max_pages
-
-    def _write_new_urls(self) -> None:
-        self._last_insert = time.time()
-        if not self._unwritten:
-            return
-        written, self._unwritten = self._unwritten, []
-        self._db.insert_urls(written, time.time())
-        self._seen.committed(n.url for n in written)
-
-    def _housekeeping(self, now: float) -> None:
-        if now - self._last_reap >= _REAP_EVERY_S:
+    def _housekeeping(self, now: float) -> tuple[bool, bool]:
+        """On the loop: expire local leases; say whether this round reaps and heartbeats."""
+        reap = now - self._last_reap >= _REAP_EVERY_S
+        if reap:
             self._last_reap = now
             for url, lease in list(self._in_flight.items()):
                 if lease.expires_at <= now:
                     logger.warning("Lease on %s expired; returning it to pending", url)
                     self._end_lease(lease)
-            self._db.reap_expired(now, max_retries=self._max_retries)
-        if now - self._last_heartbeat >= _HEARTBEAT_EVERY_S:
+        beat = now - self._last_heartbeat >= _HEARTBEAT_EVERY_S
+        if beat:
             self._last_heartbeat = now
-            self.heartbeat(now)
-            # A result waiting for its batch is not a dead worker's: keep it leased until stored.
-            self._db.renew_leases(self.worker_id, list(self._unacknowledged), now + self._lease_s)
+        return reap, beat
 
     def heartbeat(self, now: float | None = None) -> None:
         """Tell the fleet this worker is alive, with its counters (``trawl crawl status`` reads them)."""
-        self._db.heartbeat(
-            self.worker_id,
-            time.time() if now is None else now,
-            {"pages_done": self._pages_done, "fetched": self.fetched, "in_flight": len(self._in_flight)},
-        )
+        self._db.heartbeat(self.worker_id, time.time() if now is None else now, self._counters())
+
+    def _counters(self) -> dict[str, int]:
+        return {"pages_done": self._pages_done, "fetched": self.fetched, "in_flight": len(self._in_flight)}
 
     async def lease(self) -> Lease | None:
         """The next URL of a host the fleet may ask now; None once the crawl is over for this worker."""
-        while True:
-            if self._stopping:
-                return None
-            wakeup = self._wakeup
-            now = time.time()
-            if len(self._unwritten) >= _INSERT_ROWS or now - self._last_insert >= _INSERT_EVERY_S:
-                self._write_new_urls()
-            self._housekeeping(now)
-            if self._budget_left():
-                # Off the event loop: fetches in flight go on while PostgreSQL answers (waiting
-                # here on the loop left a worker idle a third of its time on a busy machine).
-                self._leasing += 1
-                try:
-                    row = await asyncio.to_thread(
-                        self._db.lease_next, self.worker_id, now, now + self._lease_s
-                    )
-                finally:
-                    self._leasing -= 1
-                if row is not None:
-                    return self._make_lease(row, now + self._lease_s)
-                if self._unwritten:  # nothing leasable in the fleet's rows: maybe among ours
-                    self._write_new_urls()
+        if self._stopping:
+            self._start_pump()  # what finished before the stop is still released
+            return None
+        if self._ready:
+            return self._ready.popleft()
+        waiter: asyncio.Future[Lease | None] = asyncio.get_running_loop().create_future()
+        self._waiters.append(waiter)
+        self._start_pump()
+        return await waiter
+
+    def _start_pump(self) -> None:
+        if self._pump is None or self._pump.done():
+            self._pump = asyncio.ensure_future(self._run_pump())
+        else:
+            self._notify()
+
+    def _live_waiters(self) -> int:
+        while self._waiters and self._waiters[0].done():
+            self._waiters.popleft()
+        return sum(1 for w in self._waiters if not w.done())
+
+    def _hand_out(self, lease: Lease | None) -> bool:
+        """Give ``lease`` (None: the end) to the first caller still waiting; False when none waits."""
+        while self._waiters:
+            waiter = self._waiters.popleft()
+            if not waiter.done():
+                waiter.set_result(lease)
+                return True
+        return False
+
+    def _end_all(self) -> None:
+        while self._hand_out(None):
+            pass
+
+    def _has_writes(self) -> bool:
+        return bool(self._requeues or self._releases)
+
+    async def _run_pump(self) -> None:
+        """Rounds with the database until no caller waits and nothing waits to be written."""
+        try:
+            while True:
+                wakeup = self._wakeup
+                if self._stopping:
+                    self._end_all()
+                    self._give_back_ready()
+                while self._ready and self._hand_out(self._ready[0]):
+                    self._ready.popleft()
+                waiting = self._live_waiters()
+                room = self._max_pages - self._pages_done - self._pages_in_flight
+                want = max(0, min(waiting, room))
+                if waiting and not want and not self._in_flight:
+                    self._end_all()  # the page budget is spent
+                    waiting = 0
+                if not want and not self._has_writes():
+                    if not waiting:
+                        return
+                    await self._sleep(wakeup, 0.25)  # budget spent with pages in flight
                     continue
-                pending, others = self._db.backlog(self.worker_id)
+                leased, idle = await self._round(want)
+                for lease in leased:
+                    if not self._hand_out(lease):
+                        self._ready.append(lease)
+                if idle is None or not self._live_waiters():
+                    continue
+                if self._unwritten:
+                    self._starved = True  # the next round inserts them first
+                    continue
+                pending, others, ready_at = idle
                 self._backlog = pending
-                if not (pending or others or self._in_flight or self._unwritten):
-                    return None
-                timeout = wait_hint(self._db.next_ready_at(), time.time())
-            elif not self._in_flight:
-                return None
-            else:
-                timeout = 0.25
-            try:
-                await asyncio.wait_for(wakeup.wait(), timeout=timeout)
-            except TimeoutError:
-                pass
+                if not (pending or others or self._in_flight or self._unwritten or self._has_writes()):
+                    self._end_all()
+                    continue
+                await self._sleep(wakeup, wait_hint(ready_at, time.time()))
+        except BaseException as exc:
+            failure = exc if isinstance(exc, Exception) else RuntimeError("the frontier's pump was cancelled")
+            for waiter in self._waiters:
+                if not waiter.done():
+                    waiter.set_exception(failure)  # the callers see the database's error
+            self._waiters.clear()
+            if self._has_writes():
+                self._write_now()  # a cancelled pump must not leave hosts leased until they expire
+            if not isinstance(exc, Exception):
+                raise
+
+    @staticmethod
+    async def _sleep(wakeup: asyncio.Event, timeout: float) -> None:
+        try:
+            await asyncio.wait_for(wakeup.wait(), timeout=timeout)
+        except TimeoutError:
+            pass
+
+    async def _round(self, want: int) -> tuple[list[Lease], tuple[int, int, float | None] | None]:
+        """One round's work on a thread: the leases it got and, when short, the fleet's state."""
+        now = time.time()
+        reap, beat = self._housekeeping(now)
+        inserts: list[NewUrl] = []
+        if self._unwritten and (
+            self._starved
+            or len(self._unwritten) >= _INSERT_ROWS
+            or now - self._last_insert >= _INSERT_EVERY_S
+        ):
+            inserts, self._unwritten = self._unwritten, []
+            self._last_insert = now
+        self._starved = False
+        requeues, self._requeues = self._requeues, []
+        releases, self._releases = self._releases, {}
+        until = now + self._lease_s
+        try:
+            rows, idle = await asyncio.to_thread(
+                self._round_sync,
+                inserts,
+                requeues,
+                list(releases.values()),
+                want,
+                now,
+                until,
+                reap=reap,
+                counters=self._counters() if beat else None,
+                renew=list(self._unacknowledged) if beat else [],
+            )
+        except BaseException:
+            self._unwritten[:0] = inserts
+            self._requeues[:0] = requeues
+            self._releases = {**releases, **self._releases}
+            raise
+        if inserts:
+            self._seen.committed(n.url for n in inserts)
+        return [self._make_lease(row, until) for row in rows], idle
+
+    def _round_sync(
+        self,
+        inserts: list[NewUrl],
+        requeues: list[tuple[str, int, str | None]],
+        releases: list[HostState],
+        want: int,
+        now: float,
+        until: float,
+        *,
+        reap: bool,
+        counters: dict[str, int] | None,
+        renew: list[str],
+    ) -> tuple[list[dict[str, object]], tuple[int, int, float | None] | None]:
+        db = self._db
+        if inserts:
+            db.insert_urls(inserts, now)
+        if reap:
+            db.reap_expired(now, max_retries=self._max_retries)
+        if counters is not None:
+            db.heartbeat(self.worker_id, now, counters)
+            # A result waiting for its batch is not a dead worker's: keep it leased until stored.
+            db.renew_leases(self.worker_id, renew, now + self._lease_s)
+        rows = db.exchange(self.worker_id, requeues=requeues, releases=releases, n=want, now=now, until=until)
+        idle = db.idle(self.worker_id) if want and len(rows) < want else None
+        return rows, idle
+
+    def _write_now(self) -> None:
+        """Write waiting requeues and releases synchronously (the pump is gone or the caller is sync)."""
+        requeues, self._requeues = self._requeues, []
+        releases, self._releases = self._releases, {}
+        try:
+            self._db.exchange(
+                self.worker_id, requeues=requeues, releases=list(releases.values()), n=0, now=0.0, until=0.0
+            )
+        except Exception:
+            logger.exception("Could not release %d hosts; their leases will expire", len(releases))
+
+    def _give_back_ready(self) -> None:
+        """Leases nobody will take (the worker is stopping): their URLs and hosts go back unchanged."""
+        while self._ready:
+            lease = self._ready.popleft()
+            if self._end_lease(lease):
+                self._requeues.append((lease.url, lease.retries, None))
+                backoff, errors = self._host_state.pop(lease.host, (0.0, 0))
+                self._releases[lease.host] = HostState(lease.host, 0.0, backoff, errors)
 
     def _make_lease(self, row: dict[str, object], expires_at: float) -> Lease:
         host = str(row["host"])
@@ -269,15 +416,15 @@ class PgFrontier:
         if feedback.error:
             errors += 1
         next_allowed = time.time() + delay if (feedback.requested or delay > 0) else 0.0
-        self._db.release_host(self.worker_id, HostState(host, next_allowed, backoff, errors))
-        self._notify()
+        self._releases[host] = HostState(host, next_allowed, backoff, errors)
+        self._start_pump()
 
     def finish(self, lease: Lease, update: UrlUpdate, feedback: Feedback) -> bool:
         """Acknowledge a lease with its result; False when the lease had expired."""
         if not self._end_lease(lease):
             return False
         if update.status == UrlStatus.PENDING:
-            self._db.requeue(self.worker_id, lease.url, update.retries, update.outcome_text)
+            self._requeues.append((lease.url, update.retries, update.outcome_text))
         else:
             self._unacknowledged.add(lease.url)
             if lease.kind == UrlKind.PAGE and update.status in _FINISHED and update.fetched:
@@ -292,7 +439,7 @@ class PgFrontier:
         """Put a leased URL back unchanged (its slot was spent on robots.txt)."""
         if not self._end_lease(lease):
             return
-        self._db.requeue(self.worker_id, lease.url, lease.retries, None)
+        self._requeues.append((lease.url, lease.retries, None))
         self._release_host(lease.host, feedback)
 
     @property
@@ -315,6 +462,8 @@ class PgFrontier:
         self._unacknowledged.difference_update(u.url for u in batch.updates)
 
     def commit(self) -> None:
+        if self._has_writes():
+            self._write_now()
         batch = self.take_batch()
         if batch is not None:
             self.write_batch(batch)
