@@ -127,35 +127,50 @@ _SITEMAPS_DUE = (
 )
 """As on SQLite: fetched sitemaps whose refetch has come."""
 _SET_LASTMOD = "UPDATE urls SET lastmod = %s WHERE url = %s AND (lastmod IS NULL OR lastmod < %s)"
-_INSERT_URL = (
+_INSERT_URLS = (
     "INSERT INTO urls(url, host, kind, depth, priority, status, outcome, "
     "discovered_at, parent, redirects, blocked_reason, dup_of, lastmod) "
-    "VALUES (%(url)s, %(host)s, %(kind)s, %(depth)s, %(priority)s, %(status)s, %(outcome)s, "
-    "%(now)s, %(parent)s, %(redirects)s, %(blocked_reason)s, %(dup_of)s, %(lastmod)s) "
+    "SELECT v.url, v.host, v.kind, v.depth, v.priority, v.status, v.outcome, %(now)s, v.parent, "
+    "v.redirects, v.blocked_reason, v.dup_of, v.lastmod FROM jsonb_to_recordset(%(rows)s::jsonb) "
+    "AS v(url text, host text, kind text, depth int, priority float8, status text, outcome text, "
+    "parent text, redirects int, blocked_reason text, dup_of text, lastmod float8) ORDER BY v.url "
     "ON CONFLICT (url) DO NOTHING"
 )
-_INSERT_HOST = "INSERT INTO hosts(host) VALUES (%(host)s) ON CONFLICT (host) DO NOTHING"
+"""One statement per batch of new URLs (a row each in ``rows``, a JSON array): set-based, so a
+thousand URLs cost the server one statement, not a thousand. Ordered by URL, so two workers
+inserting overlapping batches take row locks in one order."""
+_INSERT_HOSTS = (
+    "INSERT INTO hosts(host) SELECT h FROM unnest(%(hosts)s::text[]) AS h ORDER BY h "
+    "ON CONFLICT (host) DO NOTHING"
+)
 _LEASE_URL_ROW = (
     "UPDATE urls SET status = 'leased', lease_until = %(until)s WHERE url = %(url)s AND status = 'pending'"
 )
-_UPDATE_URL = (
-    "UPDATE urls SET status = %(status)s, outcome = %(outcome)s, "
-    "http_status = COALESCE(%(http_status)s, http_status), "
-    "content_hash = CASE WHEN %(content_hash)s != '' THEN %(content_hash)s ELSE content_hash END, "
-    "simhash = CASE WHEN %(content_hash)s != '' THEN %(simhash)s ELSE simhash END, "
-    "etag = CASE WHEN %(fetched_flag)s THEN %(etag)s ELSE etag END, "
-    "last_modified = CASE WHEN %(fetched_flag)s THEN %(last_modified)s ELSE last_modified END, "
-    "last_fetch = COALESCE(%(last_fetch)s, last_fetch), next_fetch = %(next_fetch)s, "
-    "interval_s = CASE WHEN %(interval_s)s > 0 THEN %(interval_s)s ELSE interval_s END, "
-    "retries = %(retries)s, blocked_reason = %(blocked_reason)s, dup_of = %(dup_of)s, "
-    "fetch_count = fetch_count + %(fetched)s, change_count = change_count + %(changed)s, "
-    "lease_until = NULL, lease_owner = '' WHERE url = %(url)s "
+_UPDATE_URLS = (
+    "UPDATE urls SET status = v.status, outcome = v.outcome, "
+    "http_status = COALESCE(v.http_status, urls.http_status), "
+    "content_hash = CASE WHEN v.content_hash != '' THEN v.content_hash ELSE urls.content_hash END, "
+    "simhash = CASE WHEN v.content_hash != '' THEN v.simhash ELSE urls.simhash END, "
+    "etag = CASE WHEN v.fetched THEN v.etag ELSE urls.etag END, "
+    "last_modified = CASE WHEN v.fetched THEN v.last_modified ELSE urls.last_modified END, "
+    "last_fetch = COALESCE(v.last_fetch, urls.last_fetch), next_fetch = v.next_fetch, "
+    "interval_s = CASE WHEN v.interval_s > 0 THEN v.interval_s ELSE urls.interval_s END, "
+    "retries = v.retries, blocked_reason = v.blocked_reason, dup_of = v.dup_of, "
+    "fetch_count = urls.fetch_count + v.fetched::int, change_count = urls.change_count + v.changed::int, "
+    "lease_until = NULL, lease_owner = '' "
+    "FROM jsonb_to_recordset(%(rows)s::jsonb) AS v(url text, status text, outcome text, http_status int, "
+    "content_hash text, simhash bigint, etag text, last_modified text, last_fetch float8, next_fetch float8, "
+    "interval_s float8, retries int, blocked_reason text, dup_of text, fetched boolean, changed boolean) "
+    "WHERE urls.url = v.url "
     # a retry already went back to pending at ``finish``; another worker may hold it by now
-    "AND NOT (%(status)s = 'pending' AND status = 'leased')"
+    "AND NOT (v.status = 'pending' AND urls.status = 'leased')"
 )
-_LOG_FETCH = (
+"""A batch's results in one statement; each URL at most once per statement (``_update_rows``)."""
+_LOG_FETCHES = (
     "INSERT INTO fetch_log(url, at, http_status, outcome, bytes, elapsed_s) "
-    "VALUES (%(url)s, %(at)s, %(http_status)s, %(outcome)s, %(bytes)s, %(elapsed_s)s)"
+    "SELECT v.url, v.at, v.http_status, v.outcome, v.bytes, v.elapsed_s "
+    "FROM jsonb_to_recordset(%(rows)s::jsonb) "
+    "AS v(url text, at float8, http_status int, outcome text, bytes bigint, elapsed_s float8)"
 )
 _SAVE_HOST = (
     "INSERT INTO hosts(host, next_allowed, backoff_s, errors) "
@@ -736,35 +751,22 @@ class PgCrawlDb:
                 _insert(cur, inserts, now)
                 if leases:
                     cur.executemany(_LEASE_URL_ROW, [{"url": url, "until": until} for url, until in leases])
-                if updates:
-                    cur.executemany(
-                        _UPDATE_URL,
-                        [
-                            _params(
-                                u,
-                                outcome=u.outcome_text,
-                                simhash=to_signed64(u.simhash),
-                                fetched=int(u.fetched),
-                                fetched_flag=u.fetched,
-                                changed=int(u.changed),
-                            )
-                            for u in sorted(updates, key=lambda u: u.url)  # one lock order
-                        ],
-                    )
-                    logged = [
-                        {
-                            "url": u.url,
-                            "at": u.last_fetch or now,
-                            "http_status": u.http_status,
-                            "outcome": u.outcome_text,
-                            "bytes": u.bytes,
-                            "elapsed_s": u.elapsed_s,
-                        }
-                        for u in updates
-                        if u.fetched or u.status == UrlStatus.FAILED or u.retries
-                    ]
-                    if logged:
-                        cur.executemany(_LOG_FETCH, logged)
+                for rows in _update_rows(updates):
+                    cur.execute(_UPDATE_URLS, {"rows": json.dumps(rows)})
+                logged = [
+                    {
+                        "url": u.url,
+                        "at": u.last_fetch or now,
+                        "http_status": u.http_status,
+                        "outcome": u.outcome_text,
+                        "bytes": u.bytes,
+                        "elapsed_s": u.elapsed_s,
+                    }
+                    for u in updates
+                    if u.fetched or u.status == UrlStatus.FAILED or u.retries
+                ]
+                if logged:
+                    cur.execute(_LOG_FETCHES, {"rows": json.dumps(logged)})
                 if hosts:
                     cur.executemany(_SAVE_HOST, [_params(h) for h in hosts])
 
@@ -778,9 +780,66 @@ def _lease_row(row: dict[str, Any]) -> dict[str, Any]:
 def _insert(cur: psycopg.Cursor[Any], inserts: Sequence[NewUrl], now: float) -> None:
     if not inserts:
         return
-    # Sorted, so two workers inserting overlapping batches take row locks in one order.
-    cur.executemany(_INSERT_HOST, [{"host": h} for h in sorted({n.host for n in inserts})])
-    cur.executemany(_INSERT_URL, [_params(n, now=now) for n in sorted(inserts, key=lambda n: n.url)])
+    cur.execute(_INSERT_HOSTS, {"hosts": sorted({n.host for n in inserts})})
+    rows = [
+        {
+            "url": n.url,
+            "host": n.host,
+            "kind": n.kind.value,
+            "depth": n.depth,
+            "priority": n.priority,
+            "status": n.status.value,
+            "outcome": n.outcome.value,
+            "parent": n.parent,
+            "redirects": n.redirects,
+            "blocked_reason": n.blocked_reason,
+            "dup_of": n.dup_of,
+            "lastmod": n.lastmod,
+        }
+        for n in inserts
+    ]
+    cur.execute(_INSERT_URLS, {"rows": json.dumps(rows), "now": now})
+
+
+def _update_rows(updates: Sequence[UrlUpdate]) -> Iterator[list[dict[str, object]]]:
+    """The updates as JSON rows, in statements where each URL appears once (in the order given).
+
+    One ``UPDATE … FROM`` changes a row once however many source rows match it, so a URL
+    finished twice in one batch (a retry, leased again) takes a second statement.
+    """
+    pending = list(updates)
+    while pending:
+        seen: set[str] = set()
+        now_rows: list[dict[str, object]] = []
+        later: list[UrlUpdate] = []
+        for u in pending:
+            if u.url in seen:
+                later.append(u)
+                continue
+            seen.add(u.url)
+            now_rows.append(
+                {
+                    "url": u.url,
+                    "status": u.status.value,
+                    "outcome": u.outcome_text,
+                    "http_status": u.http_status,
+                    "content_hash": u.content_hash,
+                    "simhash": to_signed64(u.simhash),
+                    "etag": u.etag,
+                    "last_modified": u.last_modified,
+                    "last_fetch": u.last_fetch,
+                    "next_fetch": u.next_fetch,
+                    "interval_s": u.interval_s,
+                    "retries": u.retries,
+                    "blocked_reason": u.blocked_reason,
+                    "dup_of": u.dup_of,
+                    "fetched": u.fetched,
+                    "changed": u.changed,
+                }
+            )
+        now_rows.sort(key=lambda r: str(r["url"]))  # one lock order across workers
+        yield now_rows
+        pending = later
 
 
 def wait_hint(ready_at: float | None, now: float) -> float:
