@@ -55,6 +55,7 @@ def create_app(settings: Settings, *, index_dir: Path, shard_urls: str | None = 
 
             remote = connect_shards(shard_urls, timeout_s=settings.search.deadline_s * 2)
         service = open_search_service(settings, index_dir, remote=remote)
+        service.warm(service.generation)  # ready only once a first query costs what later ones do
         metrics.GENERATION.labels(service.generation.id).set(1)
 
         def on_publish(generation: Any) -> None:

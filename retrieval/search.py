@@ -575,7 +575,19 @@ class SearchService:
         return hits
 
     def warm(self, generation: Generation) -> None:
-        """Touch a new generation's indexes before it serves (page cache, lazy structures)."""
+        """Touch a generation's indexes before it serves (page cache, lazy structures).
+
+        The lazy structures cost seconds on a large index, so a first query would pay
+        them: the exact cosine matrix of each in-process vector shard (~2 s per 50K
+        passages) and the speller (~1 s per 100K words).
+        """
+        for replicas in generation.broker.shards:
+            for shard in replicas:
+                vectors = getattr(shard, "vector", None)
+                if vectors is not None:
+                    vectors.warm()
+        if self.settings.spelling:
+            self.spellers.get(generation.id, vocabulary_file(generation.path))
         for raw in ("the", "search engine", "python list"):
             try:
                 query = self.parse(raw)

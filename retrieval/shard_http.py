@@ -150,6 +150,8 @@ class _ShardHolder:
             layout.lexical_dir(path, self.shard), boosts=FieldBoosts.from_settings(self.settings)
         )
         vectors = open_vectors(path, self.shard) if self.settings.use_vectors else None
+        if vectors is not None:
+            vectors.warm()  # seconds on a large shard: not in the first query's time
         self.generation = manifest.generation
         self._pointer = read_pointer(layout.current_pointer(self.index))
         self._path, self._stamp = path, stamp

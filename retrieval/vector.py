@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import json
 import logging
+import threading
 import time
 from collections.abc import Iterable, Sequence
 from pathlib import Path
@@ -82,6 +83,7 @@ class VectorShard:
             if doc != _DELETED:
                 self._doc_rows.setdefault(doc, []).append(row)
         self._exact: tuple[NDArray[np.float32], NDArray[np.intp], NDArray[np.int64]] | None = None
+        self._exact_lock = threading.Lock()
         self._by_doc: tuple[NDArray[np.float32], NDArray[np.intp], NDArray[np.int64]] | None = None
 
     @classmethod
@@ -197,14 +199,26 @@ class VectorShard:
         return labels[0], distances[0]
 
     def _exact_matrix(self) -> tuple[NDArray[np.float32], NDArray[np.intp], NDArray[np.int64]]:
-        """(live passage vectors, the document index of each, the sorted document ids)."""
-        if self._exact is None:
-            live = np.flatnonzero(self._labels != _DELETED)
-            matrix = np.asarray(self._index.get_items(live, return_type="numpy"), dtype=np.float32)
-            docs, group = np.unique(self._labels[live], return_inverse=True)
-            self._exact = (matrix.reshape(len(live), self.dim), group.astype(np.intp).ravel(), docs)
-            self._by_doc = None
-        return self._exact
+        """(live passage vectors, the document index of each, the sorted document ids).
+
+        Built once, under a lock: reading every vector back from hnswlib takes ~2 s for
+        50K passages, and concurrent first queries would otherwise each build a copy.
+        """
+        exact = self._exact
+        if exact is not None:
+            return exact
+        with self._exact_lock:
+            if self._exact is None:
+                live = np.flatnonzero(self._labels != _DELETED)
+                matrix = np.asarray(self._index.get_items(live, return_type="numpy"), dtype=np.float32)
+                docs, group = np.unique(self._labels[live], return_inverse=True)
+                self._exact = (matrix.reshape(len(live), self.dim), group.astype(np.intp).ravel(), docs)
+                self._by_doc = None
+            return self._exact
+
+    def warm(self) -> None:
+        """Build the exact matrix now (before a generation serves), not in a user's query."""
+        self._exact_matrix()
 
     def _rows_by_doc(
         self,

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import json
 import re
+import time
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import numpy as np
@@ -174,3 +176,42 @@ def test_a_documents_exact_cosine_does_not_depend_on_the_other_documents_asked()
         for start in (0, 100, 399 - size):
             part = shard.similarity(query, ids[start : start + size])
             assert part == {d: whole[d] for d in ids[start : start + size]}
+
+
+class _CountingIndex:
+    """The shard's hnswlib index, counting (and slowing) full read-backs of its vectors."""
+
+    def __init__(self, inner: object) -> None:
+        self.inner = inner
+        self.reads = 0
+
+    def get_items(self, *args: object, **kwargs: object) -> object:
+        self.reads += 1
+        time.sleep(0.05)  # wide enough a window for every thread to arrive during the build
+        return self.inner.get_items(*args, **kwargs)  # type: ignore[attr-defined]
+
+    def __getattr__(self, name: str) -> object:
+        return getattr(self.inner, name)
+
+
+def test_concurrent_first_similarity_calls_build_the_exact_matrix_once() -> None:
+    shard, vectors = filled_shard(n_docs=50)
+    counting = _CountingIndex(shard._index)
+    shard._index = counting
+    ids = [DocId(i) for i in (3, 7, 11)]
+    with ThreadPoolExecutor(8) as pool:
+        results = list(pool.map(lambda _: shard.similarity(vectors[6], ids), range(8)))
+    assert counting.reads == 1
+    assert all(r == results[0] for r in results)
+    assert results[0][DocId(7)] == pytest.approx(1.0, abs=1e-5)
+
+
+def test_warm_builds_the_exact_matrix_before_any_query() -> None:
+    shard, vectors = filled_shard(n_docs=30)
+    counting = _CountingIndex(shard._index)
+    shard._index = counting
+    shard.warm()
+    assert counting.reads == 1
+    shard.similarity(vectors[0], [DocId(1)])
+    shard.search_exact(vectors[0], 3)
+    assert counting.reads == 1

@@ -1,0 +1,25 @@
+"""Warming a generation builds what a first query would otherwise pay for."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from core.settings import SearchSettings
+from retrieval.build import build_index
+from retrieval.search import SearchService
+from tests.fixtures.docs import SMALL_WEB
+
+
+def test_warm_builds_the_speller_so_the_first_query_does_not(tmp_path: Path) -> None:
+    build_index(SMALL_WEB, tmp_path / "index")
+    service = SearchService.open(tmp_path / "index", SearchSettings())
+    try:
+        generation = service.generation
+        assert generation.id not in service.spellers._spellers
+        service.warm(generation)
+        built = service.spellers._spellers[generation.id]
+        assert built is not None
+        service.search("comprehensoins")  # the misspelling is served by the warmed speller
+        assert service.spellers._spellers[generation.id] is built
+    finally:
+        service.close()
