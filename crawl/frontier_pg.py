@@ -110,7 +110,7 @@ class PgFrontier:
         """Leases whose caller stopped waiting: the next ``lease`` takes them."""
         self._pump: asyncio.Future[None] | None = None
         self._starved = False
-        """The last round leased less than asked: the next inserts the new URLs at once."""
+        """The last round leased nothing: the next inserts the new URLs at once."""
         self._requeues: list[tuple[str, int, str | None]] = []
         self._releases: dict[str, HostState] = {}
         """Results of this tick for the next round: URLs back to pending, hosts to release."""
@@ -266,11 +266,12 @@ class PgFrontier:
                         self._ready.append(lease)
                 if idle is None or not self._live_waiters():
                     continue
-                if self._unwritten:
+                if self._unwritten and not leased:
                     self._starved = True  # the next round inserts them first
                     continue
                 pending, others, ready_at = idle
-                self._backlog = pending
+                if not pending:
+                    self._backlog = 0
                 if not (pending or others or self._in_flight or self._unwritten or self._has_writes()):
                     self._end_all()
                     continue
@@ -293,7 +294,7 @@ class PgFrontier:
         except TimeoutError:
             pass
 
-    async def _round(self, want: int) -> tuple[list[Lease], tuple[int, int, float | None] | None]:
+    async def _round(self, want: int) -> tuple[list[Lease], tuple[bool, bool, float | None] | None]:
         """One round's work on a thread: the leases it got and, when short, the fleet's state."""
         now = time.time()
         reap, beat = self._housekeeping(now)
@@ -343,17 +344,24 @@ class PgFrontier:
         reap: bool,
         counters: dict[str, int] | None,
         renew: list[str],
-    ) -> tuple[list[dict[str, object]], tuple[int, int, float | None] | None]:
+    ) -> tuple[list[dict[str, object]], tuple[bool, bool, float | None] | None]:
         db = self._db
-        if inserts:
-            db.insert_urls(inserts, now)
         if reap:
             db.reap_expired(now, max_retries=self._max_retries)
         if counters is not None:
             db.heartbeat(self.worker_id, now, counters)
             # A result waiting for its batch is not a dead worker's: keep it leased until stored.
             db.renew_leases(self.worker_id, renew, now + self._lease_s)
-        rows = db.exchange(self.worker_id, requeues=requeues, releases=releases, n=want, now=now, until=until)
+            self._backlog = db.backlog(self.worker_id)[0]
+        rows = db.exchange(
+            self.worker_id,
+            requeues=requeues,
+            releases=releases,
+            n=want,
+            now=now,
+            until=until,
+            inserts=inserts,
+        )
         idle = db.idle(self.worker_id) if want and len(rows) < want else None
         return rows, idle
 

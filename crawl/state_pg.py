@@ -231,8 +231,8 @@ _RELEASE_MANY = (
     "AS v(host, next_allowed, backoff_s, errors) WHERE hosts.host = v.host"
 )
 _IDLE = (
-    "SELECT (SELECT COUNT(*) FROM urls WHERE status = 'pending') AS pending, "
-    "(SELECT COUNT(*) FROM urls WHERE status = 'leased' AND lease_owner != %(owner)s) AS others, "
+    "SELECT EXISTS (SELECT 1 FROM urls WHERE status = 'pending') AS pending, "
+    "EXISTS (SELECT 1 FROM urls WHERE status = 'leased' AND lease_owner != %(owner)s) AS others, "
     "(SELECT MIN(GREATEST(h.next_allowed, h.lease_until)) FROM hosts h WHERE "
     "(SELECT 1 FROM urls p WHERE p.host = h.host AND p.status = 'pending' LIMIT 1) IS NOT NULL) AS ready_at"
 )
@@ -504,15 +504,21 @@ class PgCrawlDb:
         n: int,
         now: float,
         until: float,
+        inserts: Sequence[NewUrl] = (),
     ) -> list[dict[str, Any]]:
-        """Put URLs back to pending, release hosts, then lease up to ``n`` hosts: one pipelined round trip.
+        """Insert new URLs, put URLs back to pending, release hosts, then lease up to ``n`` hosts:
+        one pipelined round trip.
 
-        ``requeues`` are ``(url, retries, outcome)`` (as ``requeue``), ``releases`` as
-        ``release_host``: the URLs are pending before their hosts are free. The leases
-        come back in the order ``lease_next`` would have handed them out one by one.
-        Every part is idempotent, so a deadlock victim runs whole again.
+        ``inserts`` as ``insert_urls`` (one transaction), ``requeues`` are ``(url, retries,
+        outcome)`` (as ``requeue``), ``releases`` as ``release_host``: the URLs are pending
+        before their hosts are free. The leases come back in the order ``lease_next`` would
+        have handed them out one by one. Every part is idempotent, so a deadlock victim
+        runs whole again.
         """
         with self._lock, self._conn.pipeline():
+            if inserts:
+                with self._conn.transaction(), self._conn.cursor() as cur:
+                    _insert(cur, inserts, now)
             if requeues:
                 ordered = sorted(requeues)  # one lock order across workers
                 self._conn.execute(
@@ -545,17 +551,19 @@ class PgCrawlDb:
         rows.sort(key=lambda r: (r["host_ready_at"], r["host_seq"]))
         return [_lease_row(r) for r in rows]
 
-    def idle(self, owner: str) -> tuple[int, int, float | None]:
-        """(pending URLs, URLs leased by other workers, when the next host is ready) in one query.
+    def idle(self, owner: str) -> tuple[bool, bool, float | None]:
+        """(any URL pending, any leased by another worker, when the next host is ready) in one query.
 
-        Asked when nothing was leasable: whether the fleet still has work, and how long to wait.
+        Asked when a round leased less than it asked for: whether the fleet still has work,
+        and how long to wait. Existence, not counts: this runs every such round, and a count
+        reads the whole backlog (``backlog`` counts, once a heartbeat).
         """
         with self._lock:
             r = self._conn.execute(_IDLE, {"owner": owner}, prepare=False).fetchone()
         if r is None:
-            return 0, 0, None
+            return False, False, None
         ready_at = float(r["ready_at"]) if r["ready_at"] is not None else None
-        return int(r["pending"]), int(r["others"]), ready_at
+        return bool(r["pending"]), bool(r["others"]), ready_at
 
     @_retry_on_conflict
     def release_host(self, owner: str, state: HostState) -> None:
