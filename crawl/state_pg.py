@@ -13,9 +13,10 @@ The same tables as the SQLite database (``crawl.state``) plus what coordination 
 * ``robots`` is shared, so a host's robots.txt is fetched once per fleet.
 * ``workers`` holds a heartbeat per worker for ``trawl crawl status``.
 
-Two connections: one for the event loop (leases, releases, robots, reads) and one for
-the batch writer thread (``apply``), each behind its own lock, so a commit never
-interleaves with a lease in one transaction.
+Two connections: one for the frontier (its rounds of leases and releases, on the pump's
+thread, and robots and reads) and one for the batch writer thread (``apply``), each
+behind its own lock, so a commit never interleaves with a lease in one transaction.
+Batches and rounds are set-based: one statement per kind of row, not one per row.
 """
 
 from __future__ import annotations
@@ -236,13 +237,6 @@ _IDLE = (
     "(SELECT MIN(GREATEST(h.next_allowed, h.lease_until)) FROM hosts h WHERE "
     "(SELECT 1 FROM urls p WHERE p.host = h.host AND p.status = 'pending' LIMIT 1) IS NOT NULL) AS ready_at"
 )
-_RELEASE_HOST = (
-    "UPDATE hosts SET next_allowed = GREATEST(next_allowed, %(next_allowed)s), backoff_s = %(backoff_s)s, "
-    "errors = %(errors)s, "
-    "lease_until = CASE WHEN lease_owner = %(owner)s THEN 0 ELSE lease_until END, "
-    "lease_owner = CASE WHEN lease_owner = %(owner)s THEN '' ELSE lease_owner END "
-    "WHERE host = %(host)s"
-)
 
 
 def is_postgres_url(url: str | None) -> bool:
@@ -454,14 +448,6 @@ class PgCrawlDb:
         )
         return (int(r["pending"]), int(r["others"])) if r else (0, 0)
 
-    def next_ready_at(self) -> float | None:
-        """The earliest time a host with pending URLs may be asked (its lease and delay over)."""
-        value = self._scalar(
-            "SELECT MIN(GREATEST(h.next_allowed, h.lease_until)) FROM hosts h "
-            "WHERE EXISTS (SELECT 1 FROM urls u WHERE u.host = h.host AND u.status = 'pending')"
-        )
-        return float(value) if value is not None else None
-
     def workers(self, now: float, *, alive_s: float = 30.0) -> list[dict[str, Any]]:
         """Every worker that ever heartbeat: alive when its last heartbeat is within ``alive_s``."""
         rows = self._all("SELECT worker, started_at, heartbeat_at, counters FROM workers ORDER BY worker")
@@ -482,19 +468,6 @@ class PgCrawlDb:
     # -- leasing (the fleet's coordination) ------------------------------------
 
     @_retry_on_conflict
-    def lease_next(self, owner: str, now: float, until: float) -> dict[str, Any] | None:
-        """Lease the host whose time has come and its best pending URL, in one statement.
-
-        The host row is locked ``FOR UPDATE SKIP LOCKED``: workers racing for hosts never
-        wait on each other, and a host leased by one is invisible to the rest until it
-        is released or its lease runs out.
-        """
-        params = {"owner": owner, "now": now, "until": until, "n": 1}
-        with self._lock:
-            row = self._conn.execute(_LEASE, params, prepare=False).fetchone()
-        return _lease_row(row) if row is not None else None
-
-    @_retry_on_conflict
     def exchange(
         self,
         owner: str,
@@ -509,11 +482,12 @@ class PgCrawlDb:
         """Insert new URLs, put URLs back to pending, release hosts, then lease up to ``n`` hosts:
         one pipelined round trip.
 
-        ``inserts`` as ``insert_urls`` (one transaction), ``requeues`` are ``(url, retries,
-        outcome)`` (as ``requeue``), ``releases`` as ``release_host``: the URLs are pending
-        before their hosts are free. The leases come back in the order ``lease_next`` would
-        have handed them out one by one. Every part is idempotent, so a deadlock victim
-        runs whole again.
+        ``inserts`` go in one transaction (URLs the fleet knows are skipped). ``requeues``
+        are ``(url, retries, outcome)``: URLs leased by ``owner`` back to pending at once
+        (a retry, or robots.txt took the slot; outcome None keeps the stored one).
+        ``releases`` end ``owner``'s host leases with when each may next be asked. The URLs
+        are pending before their hosts are free. The leases come back best host first.
+        Every part is idempotent, so a deadlock victim runs whole again.
         """
         with self._lock, self._conn.pipeline():
             if inserts:
@@ -564,25 +538,6 @@ class PgCrawlDb:
             return False, False, None
         ready_at = float(r["ready_at"]) if r["ready_at"] is not None else None
         return bool(r["pending"]), bool(r["others"]), ready_at
-
-    @_retry_on_conflict
-    def release_host(self, owner: str, state: HostState) -> None:
-        """End ``owner``'s lease on a host, recording when it may next be asked."""
-        with self._lock:
-            self._conn.execute(_RELEASE_HOST, _params(state, owner=owner))
-
-    @_retry_on_conflict
-    def requeue(self, owner: str, url: str, retries: int, outcome: str | None) -> None:
-        """Put a URL leased by ``owner`` back to pending at once (a retry, or robots.txt took its slot).
-
-        ``outcome`` replaces the stored one (None keeps it).
-        """
-        with self._lock:
-            self._conn.execute(
-                "UPDATE urls SET status = 'pending', lease_until = NULL, lease_owner = '', retries = %s, "
-                "outcome = COALESCE(%s, outcome) WHERE url = %s AND status = 'leased' AND lease_owner = %s",
-                (retries, outcome, url, owner),
-            )
 
     @_retry_on_conflict
     def renew_leases(self, owner: str, urls: list[str], until: float) -> None:
@@ -733,14 +688,6 @@ class PgCrawlDb:
                 "WHERE url = %s AND status = 'done'",
                 [(n.priority, n.url) for n in sorted(inserts, key=lambda n: n.url)],
             )
-
-    @_retry_on_conflict
-    def insert_urls(self, inserts: Sequence[NewUrl], now: float) -> None:
-        """New URLs (and their hosts) in one transaction; URLs the fleet already knows are skipped."""
-        if not inserts:
-            return
-        with self._lock, self._conn.transaction(), self._conn.cursor() as cur:
-            _insert(cur, inserts, now)
 
     @_retry_on_conflict
     def apply(
