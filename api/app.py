@@ -22,6 +22,7 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")
 from fastapi import FastAPI
 
 from api import metrics
+from api.deps import search_limiter
 from api.docs import install_docs
 from api.errors import register_error_handlers
 from api.protection import ProtectionMiddleware
@@ -65,6 +66,7 @@ def create_app(settings: Settings, *, index_dir: Path, shard_urls: str | None = 
         service.generations.listeners.append(on_publish)
         app.state.settings = settings
         app.state.search = service
+        app.state.search_limiter = search_limiter(settings)
         app.state.index_dir = Path(index_dir)
         app.state.experiments = experiments.open_experiments(settings)
         app.state.ready = True

@@ -184,6 +184,10 @@ class ApiSettings(BaseModel):
     """Larger request bodies (and URLs) are refused with 413/414."""
     encode_queries: bool = True
     """Load the embedding model at start-up when the index has vectors."""
+    search_threads: int | None = Field(None, ge=1)
+    """Searches run side by side at most (the rest wait their turn); None: twice the CPUs.
+    More threads than cores only fight over the GIL: at 8 clients on 2 cores, 4 threads
+    served 15-25% more LTR and ~8% more hybrid queries/s than one thread per client."""
 
 
 class ExperimentSettings(BaseModel):

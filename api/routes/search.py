@@ -7,7 +7,7 @@ from typing import Annotated
 from fastapi import APIRouter, Query, Request, Response
 
 from api import metrics
-from api.deps import SearchDep
+from api.deps import SearchDep, in_search_thread
 from api.params import StrictInt
 from api.routes import experiments
 from api.schemas import ErrorModel, SearchResponseModel
@@ -36,7 +36,7 @@ def reject_unknown_params(request: Request, allowed: frozenset[str]) -> None:
     responses={400: {"model": ErrorModel}, 503: {"model": ErrorModel}},
     summary="Search the index",
 )
-def search(
+async def search(
     request: Request,
     service: SearchDep,
     q: Annotated[
@@ -64,31 +64,35 @@ def search(
         bool, Query(description="Spelling suggestions and rewrites; false: search exactly what was typed.")
     ] = True,
 ) -> Response:
-    """Search the serving generation. Plain ``def``: ranking may encode the query with a model
-    (CPU work), so it runs in the thread pool instead of blocking the event loop."""
+    """Search the serving generation. The search itself runs in a worker thread (ranking may
+    encode the query with a model: CPU work), a bounded number at once (``in_search_thread``)."""
     reject_unknown_params(request, SEARCH_PARAMS)
     if cursor is None and q is None:
         raise QueryError("Parameter 'q' is required (or 'cursor' to continue a search).")
-    outcome = experiments.search_with_experiments(
-        request,
-        lambda chosen: service.search(
-            q,
-            page=page,
-            size=size,
-            ranker=chosen,
-            cursor=cursor,
-            explain=explain,
-            site=site,
-            lang=lang,
-            filetype=filetype,
-            spell=spell,
-        ),
-        forced_ranker=ranker,  # an explicit ?ranker= is logged outside any experiment
-    )
-    response = outcome.response
-    metrics.record_search(response, entry="api")
-    http = Response(
-        SearchResponseModel.from_domain(response).model_dump_json(), media_type="application/json"
-    )
-    outcome.apply(http)
-    return http
+
+    def run() -> Response:
+        outcome = experiments.search_with_experiments(
+            request,
+            lambda chosen: service.search(
+                q,
+                page=page,
+                size=size,
+                ranker=chosen,
+                cursor=cursor,
+                explain=explain,
+                site=site,
+                lang=lang,
+                filetype=filetype,
+                spell=spell,
+            ),
+            forced_ranker=ranker,  # an explicit ?ranker= is logged outside any experiment
+        )
+        response = outcome.response
+        metrics.record_search(response, entry="api")
+        http = Response(
+            SearchResponseModel.from_domain(response).model_dump_json(), media_type="application/json"
+        )
+        outcome.apply(http)
+        return http
+
+    return await in_search_thread(request, run)

@@ -22,7 +22,7 @@ from fastapi.templating import Jinja2Templates
 from markupsafe import Markup
 
 from api import metrics
-from api.deps import SearchDep
+from api.deps import SearchDep, in_search_thread
 from api.explain_view import explain_view
 from api.params import parse_doc_id, parse_int
 from api.routes import experiments
@@ -123,12 +123,19 @@ PageQueryDep = Annotated[PageQuery, Depends(page_query)]
 
 
 @router.get("/", response_class=HTMLResponse)
-def search_page(
+async def search_page(
     request: Request,
     service: SearchDep,
     query: PageQueryDep,
     page: Annotated[str, Query(max_length=10)] = "1",
     spell: Annotated[str, Query(max_length=5)] = "",
+) -> HTMLResponse:
+    """The home page and its results, rendered in a search thread (as ``/v1/search``)."""
+    return await in_search_thread(request, lambda: _render_search_page(request, service, query, page, spell))
+
+
+def _render_search_page(
+    request: Request, service: SearchService, query: PageQuery, page: str, spell: str
 ) -> HTMLResponse:
     q = query.q
     spelling = spell != "0"  # spell=0: "Search instead for" the query exactly as typed
