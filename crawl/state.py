@@ -262,6 +262,23 @@ class HostHealth:
 _FIELD_NAMES: dict[type, tuple[str, ...]] = {}
 
 
+def fetch_log_rows(updates: Sequence[UrlUpdate], now: float) -> list[dict[str, object]]:
+    """The fetch-log rows of a batch's results, for both frontier backends: one per fetch,
+    failure or retry (a deferral that fetched nothing is not a fetch)."""
+    return [
+        {
+            "url": u.url,
+            "at": u.last_fetch or now,
+            "http_status": u.http_status,
+            "outcome": u.outcome_text,
+            "bytes": u.bytes,
+            "elapsed_s": u.elapsed_s,
+        }
+        for u in updates
+        if u.fetched or u.status == UrlStatus.FAILED or u.retries
+    ]
+
+
 def _params(record: Any, **overrides: object) -> dict[str, object]:
     """A dataclass record's fields as named SQL parameters (``:name``), some values replaced."""
     names = _FIELD_NAMES.get(type(record))
@@ -618,21 +635,7 @@ class CrawlDb:
                         for u in updates
                     ],
                 )
-                conn.executemany(
-                    _LOG_FETCH,
-                    [
-                        {
-                            "url": u.url,
-                            "at": u.last_fetch or now,
-                            "http_status": u.http_status,
-                            "outcome": u.outcome_text,
-                            "bytes": u.bytes,
-                            "elapsed_s": u.elapsed_s,
-                        }
-                        for u in updates
-                        if u.fetched or u.status == UrlStatus.FAILED or u.retries
-                    ],
-                )
+                conn.executemany(_LOG_FETCH, fetch_log_rows(updates, now))
                 conn.executemany(_SAVE_HOST, [_params(h) for h in hosts])
                 conn.execute("COMMIT")
             except BaseException:

@@ -33,9 +33,9 @@ from crawl.state import (
     HostHealth,
     HostState,
     NewUrl,
-    UrlStatus,
     UrlUpdate,
     _params,
+    fetch_log_rows,
     to_signed64,
     to_unsigned64,
 )
@@ -708,18 +708,7 @@ class PgCrawlDb:
                     cur.executemany(_LEASE_URL_ROW, [{"url": url, "until": until} for url, until in leases])
                 for rows in _update_rows(updates):
                     cur.execute(_UPDATE_URLS, {"rows": json.dumps(rows)})
-                logged = [
-                    {
-                        "url": u.url,
-                        "at": u.last_fetch or now,
-                        "http_status": u.http_status,
-                        "outcome": u.outcome_text,
-                        "bytes": u.bytes,
-                        "elapsed_s": u.elapsed_s,
-                    }
-                    for u in updates
-                    if u.fetched or u.status == UrlStatus.FAILED or u.retries
-                ]
+                logged = fetch_log_rows(updates, now)
                 if logged:
                     cur.execute(_LOG_FETCHES, {"rows": json.dumps(logged)})
                 if hosts:
