@@ -41,9 +41,9 @@ MAX_HEADINGS_CHARS = 20_000
 MAX_BODY_CHARS = 1_000_000
 """Body text past this is neither indexed nor stored: a search page is not an archive."""
 DF_CACHE_TERMS = 100_000
+"""(field, term) document frequencies a shard keeps; past this the cache starts over."""
 ADDRESS_MEMO_DOCS = 8_192
 """Recent search hits whose document address a shard remembers (see ``LexicalShard.stored_many``)."""
-"""(field, term) document frequencies a shard keeps; past this the cache starts over."""
 
 
 @lru_cache(maxsize=8192)
