@@ -1,0 +1,86 @@
+"""The WARC sink's background writer: ``flush`` waits for what was queued before it, no more.
+
+The crawl's batches (documents, link edges, frontier acknowledgements) are stored only
+after ``flush`` returns, so a flush that waits for an empty queue while fetches keep
+coming holds every batch in memory until the crawl ends.
+"""
+
+from __future__ import annotations
+
+import gzip
+import threading
+import time
+from pathlib import Path
+
+from warcio.archiveiterator import ArchiveIterator
+
+from crawl.fetcher import FetchResult
+from crawl.warc import WarcSink
+
+
+def _result(i: int) -> FetchResult:
+    url = f"http://127.0.0.1:8000/p{i}.html"
+    body = f"<html><title>Page {i}</title><body>{'word ' * 200}{i}</body></html>".encode()
+    return FetchResult(
+        url=url,
+        final_url=url,
+        status=200,
+        headers={"content-type": "text/html"},
+        body=body,
+        wire_body=body,
+        raw_bytes=len(body),
+        address="127.0.0.1",
+        fetched_at=1.8e9 + i,
+    )
+
+
+def _response_urls(folder: Path) -> list[str]:
+    urls: list[str] = []
+    for path in sorted(folder.glob("*.warc.gz")):
+        with path.open("rb") as stream:
+            for record in ArchiveIterator(stream):
+                if record.rec_type == "response":
+                    urls.append(record.rec_headers.get_header("WARC-Target-URI"))
+    return urls
+
+
+def test_flush_returns_while_writes_keep_coming_and_covers_what_came_before(tmp_path: Path) -> None:
+    sink = WarcSink(tmp_path)
+    stop = threading.Event()
+    queued = [0]
+
+    def produce() -> None:
+        while not stop.is_set():
+            sink.write(_result(queued[0]))
+            queued[0] += 1
+
+    producer = threading.Thread(target=produce, daemon=True)
+    producer.start()
+    try:
+        while queued[0] < 300:
+            time.sleep(0.01)
+        before = queued[0]
+        flusher = threading.Thread(target=sink.flush, daemon=True)
+        flusher.start()
+        flusher.join(timeout=30)
+        assert not flusher.is_alive(), "flush waited for writes queued after it"
+        assert producer.is_alive()
+        written = set(_response_urls(tmp_path))
+        assert {_result(i).url for i in range(before)} <= written
+    finally:
+        stop.set()
+        producer.join(timeout=30)
+        sink.close()
+    assert len(_response_urls(tmp_path)) == queued[0]
+
+
+def test_records_are_gzip_members_that_gzip_and_warcio_read(tmp_path: Path) -> None:
+    with WarcSink(tmp_path, background=False) as sink:
+        for i in range(3):
+            sink.write(_result(i))
+    (path,) = tmp_path.glob("*.warc.gz")
+    raw = path.read_bytes()
+    assert raw.count(b"\x1f\x8b\x08") >= 6  # one member per record: 3 responses, 3 requests
+    text = gzip.decompress(raw)
+    assert text.count(b"WARC/1.1\r\n") == 6
+    assert _response_urls(tmp_path) == [_result(i).url for i in range(3)]
