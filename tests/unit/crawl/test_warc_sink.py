@@ -1,17 +1,20 @@
-"""The WARC sink's background writer: ``flush`` waits for what was queued before it, no more.
+"""The WARC sink: ``flush`` beside writes that keep coming, one gzip member per record, and
+no record after a failed write.
 
 The crawl's batches (documents, link edges, frontier acknowledgements) are stored only
-after ``flush`` returns, so a flush that waits for an empty queue while fetches keep
-coming holds every batch in memory until the crawl ends.
+after ``flush`` returns, on another thread than the writes: a flush that waited for
+writes to stop would hold every batch in memory until the crawl ends.
 """
 
 from __future__ import annotations
 
 import gzip
+import shutil
 import threading
 import time
 from pathlib import Path
 
+import pytest
 from warcio.archiveiterator import ArchiveIterator
 
 from crawl.fetcher import FetchResult
@@ -63,7 +66,7 @@ def test_flush_returns_while_writes_keep_coming_and_covers_what_came_before(tmp_
         flusher = threading.Thread(target=sink.flush, daemon=True)
         flusher.start()
         flusher.join(timeout=30)
-        assert not flusher.is_alive(), "flush waited for writes queued after it"
+        assert not flusher.is_alive(), "flush waited for writes made after it"
         assert producer.is_alive()
         written = set(_response_urls(tmp_path))
         assert {_result(i).url for i in range(before)} <= written
@@ -75,7 +78,7 @@ def test_flush_returns_while_writes_keep_coming_and_covers_what_came_before(tmp_
 
 
 def test_records_are_gzip_members_that_gzip_and_warcio_read(tmp_path: Path) -> None:
-    with WarcSink(tmp_path, background=False) as sink:
+    with WarcSink(tmp_path) as sink:
         for i in range(3):
             sink.write(_result(i))
     (path,) = tmp_path.glob("*.warc.gz")
@@ -84,3 +87,22 @@ def test_records_are_gzip_members_that_gzip_and_warcio_read(tmp_path: Path) -> N
     text = gzip.decompress(raw)
     assert text.count(b"WARC/1.1\r\n") == 6
     assert _response_urls(tmp_path) == [_result(i).url for i in range(3)]
+
+
+def test_after_a_failed_write_nothing_is_written_and_flush_raises(tmp_path: Path) -> None:
+    folder = tmp_path / "warc"
+    sink = WarcSink(folder, max_file_bytes=1)  # every exchange starts a new file
+    sink.write(_result(0))
+    sink.flush()
+    shutil.rmtree(folder)
+    folder.write_bytes(b"")  # the next file cannot be created
+    with pytest.raises(NotADirectoryError):
+        sink.write(_result(1))
+    folder.unlink()
+    folder.mkdir()
+    with pytest.raises(OSError, match="Writing WARC records failed"):
+        sink.write(_result(2))
+    with pytest.raises(OSError, match="Writing WARC records failed"):
+        sink.flush()
+    sink.close()
+    assert list(folder.iterdir()) == []
