@@ -237,6 +237,7 @@ class WarcSink:
                 target,
                 "response",
                 payload=io.BytesIO(payload),
+                length=len(payload),
                 http_headers=response_headers,
                 warc_headers_dict=warc_headers | {"WARC-Payload-Digest": digest},
             )
@@ -246,6 +247,7 @@ class WarcSink:
             target,
             "request",
             payload=io.BytesIO(b""),
+            length=0,
             http_headers=request_headers,
             warc_headers_dict={
                 "WARC-Date": date,
