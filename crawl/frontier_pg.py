@@ -160,6 +160,10 @@ class PgFrontier:
     def pages_done(self) -> int:
         return self._pages_done
 
+    def surely_seen(self, url: str) -> bool:
+        """True when ``add`` would certainly refuse the URL as seen (no table lookup)."""
+        return self._seen.surely_seen(url)
+
     def add(self, new: NewUrl) -> bool:
         """Admit a canonical URL this worker has not seen; True when admitted as pending."""
         if not self._seen.add_if_new(new.url):

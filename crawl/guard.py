@@ -19,6 +19,7 @@ What is refused unless allowed:
 from __future__ import annotations
 
 import asyncio
+import functools
 import ipaddress
 import logging
 import re
@@ -115,6 +116,20 @@ class DnsCache:
             return addresses
 
 
+_VERDICTS_KEPT = 65_536
+"""Addresses whose verdict a guard remembers (the settings behind a verdict never change)."""
+
+
+@functools.lru_cache(maxsize=4096)
+def _is_ip_literal(host: str) -> bool:
+    """Whether a host is written as an IP address (parsing one costs ~5 µs, every fetch asks)."""
+    try:
+        ipaddress.ip_address(host)
+    except ValueError:
+        return False
+    return True
+
+
 class AddressGuard:
     """Resolves a host and returns an address the crawler may connect to, or raises."""
 
@@ -132,9 +147,18 @@ class AddressGuard:
         self._allowed: tuple[IpNetwork, ...] = tuple(
             ipaddress.ip_network(n, strict=False) for n in allowed_networks
         )
+        self._verdicts: dict[str, bool] = {}
 
     def is_allowed_address(self, address: str) -> bool:
-        """True when the crawl may connect to this IP address."""
+        """True when the crawl may connect to this IP address (remembered: every fetch asks)."""
+        verdict = self._verdicts.get(address)
+        if verdict is None:
+            if len(self._verdicts) >= _VERDICTS_KEPT:
+                self._verdicts.clear()
+            verdict = self._verdicts[address] = self._judge(address)
+        return verdict
+
+    def _judge(self, address: str) -> bool:
         try:
             ip = ipaddress.ip_address(address.split("%", 1)[0])
         except ValueError:
@@ -157,11 +181,7 @@ class AddressGuard:
         classic DNS-rebinding set-up, so one bad answer refuses the host.
         """
         bare = host.strip("[]")
-        try:
-            ipaddress.ip_address(bare)
-            addresses: tuple[str, ...] = (bare,)
-        except ValueError:
-            addresses = await self._dns.resolve(bare)
+        addresses: tuple[str, ...] = (bare,) if _is_ip_literal(bare) else await self._dns.resolve(bare)
         if not addresses:
             raise OutOfScope(f"Host {host!r} does not resolve; check the name or the network.")
         refused = [a for a in addresses if not self.is_allowed_address(a)]

@@ -697,6 +697,7 @@ class _CrawlRun:
         depth = lease.depth + 1
         priority = 1.0 / (1.0 + depth)
         taken = 0
+        frontier = self._frontier
         for link in page.links:
             if link.nofollow:
                 continue
@@ -704,7 +705,7 @@ class _CrawlRun:
                 break
             taken += 1
             self._edges.append(Edge(page_url, link.url, link.anchor_text))
-            if self.scope.contains(link.url, depth):
+            if not frontier.surely_seen(link.url) and self.scope.contains(link.url, depth):
                 self._add(NewUrl(link.url, host_of(link.url), depth, priority, parent=page_url))
 
     def _index_page(

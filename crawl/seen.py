@@ -57,6 +57,13 @@ class SeenUrls:
     def __len__(self) -> int:
         return self._count
 
+    def surely_seen(self, url: str) -> bool:
+        """True when the URL is certainly known, without a table lookup (False: maybe new).
+
+        The crawl loop asks first for every extracted link, so the links each page
+        repeats skip the scope check and the admission step."""
+        return url in self._uncommitted or url in self._recent or url in self._older
+
     def add_if_new(self, url: str) -> bool:
         """Record the URL; True when it was not seen before."""
         if url in self._bloom:
