@@ -15,7 +15,12 @@ an expiry, each with its best pending URL).
   handed out until the response is in; ``finish`` computes its next allowed time
   (``Politeness``: min delay, response time, Crawl-delay, backoff) and the next round
   releases it with that time, so no other worker can ask it sooner (a release waiting
-  for its round only keeps the host longer). A worker holds at most one URL per host.
+  for its round only keeps the host longer). A worker has at most one URL per host out.
+* **A host's next URLs come with it:** a round leases a host with up to
+  ``_URLS_PER_HOST`` of its best pending URLs; while the host stays healthy and its next
+  allowed time is near, the worker keeps it and hands out the next URL at that time
+  without a round, so rounds follow hosts rather than pages. An error, a long delay or a
+  stop sends the rest back to pending with the host's release.
 * **Acknowledgement:** the URL's result waits in the batch and is written after the
   batch's documents (``write_batch``), exactly as in SQLite; until then the URL stays
   leased, so nobody fetches it again. A retry or a deferral goes back to pending in the
@@ -62,6 +67,12 @@ _INSERT_ROWS = 500
 and at once when nothing else is leasable: one insert per page found would cost three
 round trips per page (measured: a third of a worker's time waiting on PostgreSQL)."""
 _FINISHED = (UrlStatus.DONE, UrlStatus.FAILED)
+_URLS_PER_HOST = 4
+"""URLs leased with a host in one round. On the crawl bench one URL per host meant ~900 rounds
+for 5,000 pages, each ~1.3 ms of the pump's CPU plus PostgreSQL's, on the cores that fetch."""
+_KEEP_HOST_DELAY_S = 5.0
+"""A host whose next allowed time is further off than this goes back to the fleet (with its
+queued URLs) instead of waiting here: the host and URL leases must not outlive ``lease_s``."""
 
 
 def default_worker_id() -> str:
@@ -107,7 +118,9 @@ class PgFrontier:
         self._waiters: deque[asyncio.Future[Lease | None]] = deque()
         """``lease`` callers waiting, oldest first; a round leases at most one host for each."""
         self._ready: deque[Lease] = deque()
-        """Leases whose caller stopped waiting: the next ``lease`` takes them."""
+        """Leases whose caller stopped waiting, or a kept host's next URL: the next ``lease`` takes them."""
+        self._queued: dict[str, deque[Lease]] = {}
+        """host → its further URLs leased in the same round, best first (out one at a time)."""
         self._pump: asyncio.Future[None] | None = None
         self._starved = False
         """The last round leased nothing: the next inserts the new URLs at once."""
@@ -154,7 +167,7 @@ class PgFrontier:
 
     @property
     def in_flight(self) -> int:
-        return len(self._in_flight)
+        return max(0, len(self._in_flight) - sum(map(len, self._queued.values())))
 
     @property
     def pages_done(self) -> int:
@@ -264,7 +277,8 @@ class PgFrontier:
                         return
                     await self._sleep(wakeup, 0.25)  # budget spent with pages in flight
                     continue
-                leased, idle = await self._round(want)
+                per_host = max(1, min(_URLS_PER_HOST, room // want)) if want else 1
+                leased, idle = await self._round(want, per_host)
                 for lease in leased:
                     if not self._hand_out(lease):
                         self._ready.append(lease)
@@ -298,7 +312,9 @@ class PgFrontier:
         except TimeoutError:
             pass
 
-    async def _round(self, want: int) -> tuple[list[Lease], tuple[bool, bool, float | None] | None]:
+    async def _round(
+        self, want: int, per_host: int = 1
+    ) -> tuple[list[Lease], tuple[bool, bool, float | None] | None]:
         """One round's work on a thread: the leases it got and, when short, the fleet's state."""
         now = time.time()
         reap, beat = self._housekeeping(now)
@@ -323,6 +339,7 @@ class PgFrontier:
                 want,
                 now,
                 until,
+                per_host=per_host,
                 reap=reap,
                 counters=self._counters() if beat else None,
                 renew=list(self._unacknowledged) if beat else [],
@@ -334,7 +351,14 @@ class PgFrontier:
             raise
         if inserts:
             self._seen.committed(n.url for n in inserts)
-        return [self._make_lease(row, until) for row in rows], idle
+        firsts: list[Lease] = []
+        for row in rows:  # a host's URLs arrive together, best first
+            lease = self._make_lease(row, until)
+            if firsts and firsts[-1].host == lease.host:
+                self._queued.setdefault(lease.host, deque()).append(lease)
+            else:
+                firsts.append(lease)
+        return firsts, idle
 
     def _round_sync(
         self,
@@ -345,6 +369,7 @@ class PgFrontier:
         now: float,
         until: float,
         *,
+        per_host: int,
         reap: bool,
         counters: dict[str, int] | None,
         renew: list[str],
@@ -365,6 +390,7 @@ class PgFrontier:
             now=now,
             until=until,
             inserts=inserts,
+            per_host=per_host,
         )
         idle = db.idle(self.worker_id) if want and len(rows) < want else None
         return rows, idle
@@ -386,8 +412,37 @@ class PgFrontier:
             lease = self._ready.popleft()
             if self._end_lease(lease):
                 self._requeues.append((lease.url, lease.retries, None))
+                self._give_back_queued(lease.host)
                 backoff, errors = self._host_state.pop(lease.host, (0.0, 0))
                 self._releases[lease.host] = HostState(lease.host, 0.0, backoff, errors)
+
+    def _give_back_queued(self, host: str) -> None:
+        """The host's further URLs go back to pending unchanged (its release follows)."""
+        for lease in self._queued.pop(host, ()):
+            if self._end_lease(lease):
+                self._requeues.append((lease.url, lease.retries, None))
+
+    def _next_of(self, host: str) -> None:
+        """The kept host's next allowed time has come: hand out its next URL, or release it."""
+        queued = self._queued.get(host)
+        lease = None
+        while queued and lease is None:
+            candidate = queued.popleft()
+            if self._in_flight.get(candidate.url) is candidate:  # not expired meanwhile
+                lease = candidate
+        if queued is not None and not queued:
+            del self._queued[host]
+        if lease is None or self._stopping:
+            if lease is not None:
+                self._ready.append(lease)  # the stopping pump gives it back with the host
+                self._start_pump()
+                return
+            backoff, errors = self._host_state.pop(host, (0.0, 0))
+            self._releases[host] = HostState(host, 0.0, backoff, errors)
+            self._start_pump()
+            return
+        if not self._hand_out(lease):
+            self._ready.append(lease)
 
     def _make_lease(self, row: dict[str, object], expires_at: float) -> Lease:
         host = str(row["host"])
@@ -423,10 +478,17 @@ class PgFrontier:
         return True
 
     def _release_host(self, host: str, feedback: Feedback) -> None:
+        """After an exchange: keep the host for its next queued URL, or release it to the fleet."""
         backoff, errors = self._host_state.pop(host, (0.0, 0))
         delay, backoff = self.politeness.after(feedback, backoff)
         if feedback.error:
             errors += 1
+        if self._queued.get(host):
+            if not (feedback.error or self._stopping or delay > _KEEP_HOST_DELAY_S):
+                self._host_state[host] = (backoff, errors)
+                asyncio.get_running_loop().call_later(delay, self._next_of, host)
+                return
+            self._give_back_queued(host)
         next_allowed = time.time() + delay if (feedback.requested or delay > 0) else 0.0
         self._releases[host] = HostState(host, next_allowed, backoff, errors)
         self._start_pump()

@@ -5,8 +5,9 @@ The same tables as the SQLite database (``crawl.state``) plus what coordination 
 * ``urls.url`` is the primary key, so an ``INSERT … ON CONFLICT DO NOTHING`` is the seen
   check of record (each worker's Bloom filter only saves the round trip for repeats).
 * ``hosts`` rows are *leased*: a worker takes the host whose time has come with
-  ``FOR UPDATE SKIP LOCKED`` and marks it ``lease_owner``/``lease_until``, fetches one
-  URL, and releases it with the next allowed time (min delay, Crawl-delay, backoff).
+  ``FOR UPDATE SKIP LOCKED`` and marks it ``lease_owner``/``lease_until``, fetches its
+  leased URLs one at a time, and releases it with the next allowed time (min delay,
+  Crawl-delay, backoff).
   So one request per host is in flight across the fleet and politeness is decided in
   one place. A worker that dies leaves leases that expire: the host frees itself and
   its leased URLs return to pending with one more attempt counted.
@@ -190,7 +191,7 @@ WITH h AS (
     SELECT h.host, best.url FROM h CROSS JOIN LATERAL (
         SELECT urls.url FROM urls
         WHERE urls.host = h.host AND urls.status = 'pending'
-        ORDER BY urls.priority DESC, urls.id LIMIT 1
+        ORDER BY urls.priority DESC, urls.id LIMIT %(per_host)s
         FOR UPDATE SKIP LOCKED
     ) best
 ), leased_host AS (
@@ -204,9 +205,10 @@ WHERE urls.url = u.url
 RETURNING urls.url, urls.host, urls.depth, urls.priority, urls.kind, urls.retries, urls.redirects,
     urls.etag, urls.last_modified, urls.content_hash, urls.interval_s, urls.fetch_count, urls.next_fetch,
     urls.fetch_count > 0 AS has_history, h.backoff_s, h.errors, h.next_allowed AS host_ready_at,
-    h.seq AS host_seq
+    h.seq AS host_seq, urls.id AS url_seq
 """
-"""Lease up to ``n`` ready hosts, each with its best pending URL, in one statement (one round trip).
+"""Lease up to ``n`` ready hosts, each with its ``per_host`` best pending URLs, in one statement
+(one round trip).
 
 Host rows are locked ``FOR UPDATE SKIP LOCKED`` (racing workers never wait on each
 other) and a host is leased only together with a URL: when its last pending URL was
@@ -478,15 +480,17 @@ class PgCrawlDb:
         now: float,
         until: float,
         inserts: Sequence[NewUrl] = (),
+        per_host: int = 1,
     ) -> list[dict[str, Any]]:
-        """Insert new URLs, put URLs back to pending, release hosts, then lease up to ``n`` hosts:
-        one pipelined round trip.
+        """Insert new URLs, put URLs back to pending, release hosts, then lease up to ``n`` hosts
+        with up to ``per_host`` URLs each: one pipelined round trip.
 
         ``inserts`` go in one transaction (URLs the fleet knows are skipped). ``requeues``
         are ``(url, retries, outcome)``: URLs leased by ``owner`` back to pending at once
         (a retry, or robots.txt took the slot; outcome None keeps the stored one).
         ``releases`` end ``owner``'s host leases with when each may next be asked. The URLs
-        are pending before their hosts are free. The leases come back best host first.
+        are pending before their hosts are free. The leases come back best host first, each
+        host's URLs together and best first.
         Every part is idempotent, so a deadlock victim runs whole again.
         """
         with self._lock, self._conn.pipeline():
@@ -519,10 +523,12 @@ class PgCrawlDb:
             if n <= 0:
                 return []
             cursor = self._conn.execute(
-                _LEASE, {"owner": owner, "now": now, "until": until, "n": n}, prepare=False
+                _LEASE,
+                {"owner": owner, "now": now, "until": until, "n": n, "per_host": max(1, per_host)},
+                prepare=False,
             )
             rows = cursor.fetchall()
-        rows.sort(key=lambda r: (r["host_ready_at"], r["host_seq"]))
+        rows.sort(key=lambda r: (r["host_ready_at"], r["host_seq"], -r["priority"], r["url_seq"]))
         return [_lease_row(r) for r in rows]
 
     def idle(self, owner: str) -> tuple[bool, bool, float | None]:

@@ -1,5 +1,6 @@
 """The PostgreSQL frontier's rounds: callers waiting together are served by one lease
-statement, with never more than one URL of a host out at a time."""
+statement, a host comes with its next URLs, and never more than one URL of a host is out
+at a time."""
 
 from __future__ import annotations
 
@@ -15,14 +16,14 @@ from crawl.state_pg import PgCrawlDb
 
 
 class _CountingDb(PgCrawlDb):
-    """The real database, remembering how many leases each round asked for and got."""
+    """The real database, remembering per round the hosts asked for, the hosts and URLs got."""
 
-    rounds: list[tuple[int, int]]
+    rounds: list[tuple[int, int, int]]
 
     def exchange(self, owner: str, **kw: Any) -> list[dict[str, Any]]:
         rows = super().exchange(owner, **kw)
         if kw["n"]:
-            self.rounds.append((kw["n"], len(rows)))
+            self.rounds.append((kw["n"], len({r["host"] for r in rows}), len(rows)))
         return rows
 
 
@@ -34,7 +35,7 @@ def test_waiting_callers_share_a_round_and_get_one_url_per_host(pg_dsn: str) -> 
     db = _CountingDb(pg_dsn)
     db.rounds = []
 
-    async def scenario() -> tuple[list[list[str]], list[tuple[int, int]]]:
+    async def scenario() -> tuple[list[list[str]], list[tuple[int, int, int]]]:
         frontier = PgFrontier(db, SeenUrls(db, capacity=100), min_delay_s=0.0, response_time_factor=0.0)
         for host in "abc":
             for i in range(2):
@@ -48,6 +49,7 @@ def test_waiting_callers_share_a_round_and_get_one_url_per_host(pg_dsn: str) -> 
             assert all(lease is not None for lease in wave)
             waves.append(sorted(lease.url for lease in wave if lease is not None))
             first_round = list(db.rounds[:1])
+            assert all(got == 0 for _, got, _ in db.rounds[1:])  # the second wave came with the first
             for lease in wave:
                 assert lease is not None
                 frontier.finish(lease, _done(lease), Feedback())
@@ -56,8 +58,51 @@ def test_waiting_callers_share_a_round_and_get_one_url_per_host(pg_dsn: str) -> 
         return waves, first_round
 
     waves, first_round = asyncio.run(scenario())
-    # Seven callers, three hosts: one round asks for seven, gets one URL of each host.
-    assert first_round == [(7, 3)]
+    # Seven callers, three hosts: one round asks for seven hosts, gets the three with both
+    # their URLs, and hands out one URL of each; each host's second URL follows its first.
+    assert first_round == [(7, 3, 6)]
     assert waves == [["http://a/0", "http://b/0", "http://c/0"], ["http://a/1", "http://b/1", "http://c/1"]]
     assert db.count_finished_pages() == 0  # acknowledged only by a batch write
+    db.close()
+
+
+def test_a_kept_host_waits_its_delay_and_an_error_gives_its_urls_back(pg_dsn: str) -> None:
+    db = _CountingDb(pg_dsn)
+    db.rounds = []
+
+    async def scenario() -> tuple[float, float, list[str]]:
+        frontier = PgFrontier(
+            db,
+            SeenUrls(db, capacity=100),
+            min_delay_s=0.4,
+            response_time_factor=0.0,
+            backoff_base_s=0.8,
+        )
+        for i in range(3):
+            frontier.add(NewUrl(f"http://a/{i}", "a", 1, 0.5))
+        first = await frontier.lease()
+        assert first is not None
+        frontier.finish(first, _done(first), Feedback())
+        finished = time.monotonic()
+        second = await asyncio.wait_for(frontier.lease(), timeout=5)
+        kept_wait = time.monotonic() - finished
+        assert second is not None
+        rounds_with_leases = sum(1 for _, hosts, _ in db.rounds if hosts)
+        frontier.finish(second, _done(second), Feedback(error=True))
+        failed = time.monotonic()
+        third = await asyncio.wait_for(frontier.lease(), timeout=5)
+        backoff_wait = time.monotonic() - failed
+        assert third is not None
+        assert sum(1 for _, hosts, _ in db.rounds if hosts) == rounds_with_leases + 1  # leased again
+        assert rounds_with_leases == 1
+        return kept_wait, backoff_wait, [first.url, second.url, third.url]
+
+    kept_wait, backoff_wait, urls = asyncio.run(scenario())
+    # One round leased the host with all three URLs; the second came after the host's
+    # delay without a round; the error sent the third back to the fleet with the host,
+    # which no one may ask before its backoff.
+    assert db.rounds[0][1:] == (1, 3)
+    assert urls == ["http://a/0", "http://a/1", "http://a/2"]
+    assert kept_wait >= 0.4
+    assert backoff_wait >= 0.8
     db.close()
