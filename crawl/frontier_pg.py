@@ -121,6 +121,8 @@ class PgFrontier:
         """Leases whose caller stopped waiting, or a kept host's next URL: the next ``lease`` takes them."""
         self._queued: dict[str, deque[Lease]] = {}
         """host → its further URLs leased in the same round, best first (out one at a time)."""
+        self._kept: dict[str, float] = {}
+        """Hosts kept for their next queued URL → their next allowed time, not come yet."""
         self._pump: asyncio.Future[None] | None = None
         self._starved = False
         """The last round leased nothing: the next inserts the new URLs at once."""
@@ -408,6 +410,11 @@ class PgFrontier:
 
     def _give_back_ready(self) -> None:
         """Leases nobody will take (the worker is stopping): their URLs and hosts go back unchanged."""
+        for host, next_allowed in list(self._kept.items()):
+            del self._kept[host]
+            self._give_back_queued(host)
+            backoff, errors = self._host_state.pop(host, (0.0, 0))
+            self._releases[host] = HostState(host, next_allowed, backoff, errors)
         while self._ready:
             lease = self._ready.popleft()
             if self._end_lease(lease):
@@ -424,6 +431,8 @@ class PgFrontier:
 
     def _next_of(self, host: str) -> None:
         """The kept host's next allowed time has come: hand out its next URL, or release it."""
+        if self._kept.pop(host, None) is None:
+            return  # given back meanwhile (the worker stopped)
         queued = self._queued.get(host)
         lease = None
         while queued and lease is None:
@@ -486,6 +495,7 @@ class PgFrontier:
         if self._queued.get(host):
             if not (feedback.error or self._stopping or delay > _KEEP_HOST_DELAY_S):
                 self._host_state[host] = (backoff, errors)
+                self._kept[host] = time.time() + delay
                 asyncio.get_running_loop().call_later(delay, self._next_of, host)
                 return
             self._give_back_queued(host)

@@ -106,3 +106,45 @@ def test_a_kept_host_waits_its_delay_and_an_error_gives_its_urls_back(pg_dsn: st
     assert kept_wait >= 0.4
     assert backoff_wait >= 0.8
     db.close()
+
+
+def test_a_stop_gives_a_kept_hosts_urls_back_at_once_and_keeps_its_delay(pg_dsn: str) -> None:
+    first_db, second_db = PgCrawlDb(pg_dsn), PgCrawlDb(pg_dsn)
+
+    async def scenario() -> tuple[float, str]:
+        stopping = PgFrontier(
+            first_db,
+            SeenUrls(first_db, capacity=100),
+            worker_id="a",
+            min_delay_s=2.0,
+            response_time_factor=0.0,
+        )
+        for i in range(3):
+            stopping.add(NewUrl(f"http://a/{i}", "a", 1, 0.5))
+        lease = await stopping.lease()
+        assert lease is not None
+        stopping.finish(lease, _done(lease), Feedback())  # kept: its next URL is due in 2 s
+        finished = time.monotonic()
+        stopping.stop()
+        assert await stopping.lease() is None
+        await asyncio.sleep(0.3)  # the stopping pump's round gives the kept host back
+        stopping.commit()
+        pending, others, ready_at = second_db.idle("b")
+        assert (pending, others) == (True, False)  # back at once, not when the delay is over
+        assert ready_at is not None and ready_at >= time.time() + 1.0  # with the host's delay
+        other = PgFrontier(
+            second_db,
+            SeenUrls(second_db, capacity=100),
+            worker_id="b",
+            min_delay_s=2.0,
+            response_time_factor=0.0,
+        )
+        taken = await asyncio.wait_for(other.lease(), timeout=10)  # not the 300 s lease expiry
+        assert taken is not None
+        return time.monotonic() - finished, taken.url
+
+    waited, url = asyncio.run(scenario())
+    assert url == "http://a/1"
+    assert waited >= 1.9  # the host's delay holds for the other worker too
+    first_db.close()
+    second_db.close()
