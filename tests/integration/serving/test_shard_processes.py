@@ -121,8 +121,12 @@ def fault(shard_procs: list[ShardProcess]) -> Iterator[object]:
 
 
 def remote_service(index_root: Path, spec: str, **settings: object) -> SearchService:
+    """A broker over shard processes, warmed as the API warms it before serving: a first query
+    would otherwise build the speller inside the deadline the tests time."""
     config = SearchSettings(cache_entries=0, use_vectors=False, **settings)  # type: ignore[arg-type]
-    return SearchService.open(index_root, config, remote=connect_shards(spec))
+    service = SearchService.open(index_root, config, remote=connect_shards(spec))
+    service.warm(service.generation)
+    return service
 
 
 def test_remote_shards_equal_in_process_search(index_root: Path, shard_procs: list[ShardProcess]) -> None:
