@@ -31,6 +31,16 @@ def _done(lease: Lease) -> UrlUpdate:
     return UrlUpdate(lease.url, UrlStatus.DONE, Outcome.INDEXED, 200, fetched=True, last_fetch=time.time())
 
 
+async def _first_of_three(frontier: PgFrontier) -> Lease:
+    """Give the frontier three URLs of host ``a``; lease and finish the first (so ``a`` is kept)."""
+    for i in range(3):
+        frontier.add(NewUrl(f"http://a/{i}", "a", 1, 0.5))
+    first = await frontier.lease()
+    assert first is not None
+    frontier.finish(first, _done(first), Feedback())
+    return first
+
+
 def test_waiting_callers_share_a_round_and_get_one_url_per_host(pg_dsn: str) -> None:
     db = _CountingDb(pg_dsn)
     db.rounds = []
@@ -78,11 +88,7 @@ def test_a_kept_host_waits_its_delay_and_an_error_gives_its_urls_back(pg_dsn: st
             response_time_factor=0.0,
             backoff_base_s=0.8,
         )
-        for i in range(3):
-            frontier.add(NewUrl(f"http://a/{i}", "a", 1, 0.5))
-        first = await frontier.lease()
-        assert first is not None
-        frontier.finish(first, _done(first), Feedback())
+        first = await _first_of_three(frontier)
         finished = time.monotonic()
         second = await asyncio.wait_for(frontier.lease(), timeout=5)
         kept_wait = time.monotonic() - finished
@@ -119,11 +125,7 @@ def test_a_stop_gives_a_kept_hosts_urls_back_at_once_and_keeps_its_delay(pg_dsn:
             min_delay_s=2.0,
             response_time_factor=0.0,
         )
-        for i in range(3):
-            stopping.add(NewUrl(f"http://a/{i}", "a", 1, 0.5))
-        lease = await stopping.lease()
-        assert lease is not None
-        stopping.finish(lease, _done(lease), Feedback())  # kept: its next URL is due in 2 s
+        await _first_of_three(stopping)  # kept: its next URL is due in 2 s
         finished = time.monotonic()
         stopping.stop()
         assert await stopping.lease() is None
