@@ -431,27 +431,22 @@ class PgFrontier:
 
     def _next_of(self, host: str) -> None:
         """The kept host's next allowed time has come: hand out its next URL, or release it."""
-        if self._kept.pop(host, None) is None:
+        next_allowed = self._kept.pop(host, None)
+        if next_allowed is None:
             return  # given back meanwhile (the worker stopped)
-        queued = self._queued.get(host)
-        lease = None
-        while queued and lease is None:
-            candidate = queued.popleft()
-            if self._in_flight.get(candidate.url) is candidate:  # not expired meanwhile
-                lease = candidate
-        if queued is not None and not queued:
-            del self._queued[host]
-        if lease is None or self._stopping:
-            if lease is not None:
-                self._ready.append(lease)  # the stopping pump gives it back with the host
-                self._start_pump()
-                return
+        queued = self._queued.pop(host, deque())
+        while queued and self._in_flight.get(queued[0].url) is not queued[0]:
+            queued.popleft()  # expired meanwhile
+        if not queued:
             backoff, errors = self._host_state.pop(host, (0.0, 0))
-            self._releases[host] = HostState(host, 0.0, backoff, errors)
+            self._releases[host] = HostState(host, next_allowed, backoff, errors)
             self._start_pump()
             return
+        lease = queued.popleft()
+        if queued:
+            self._queued[host] = queued
         if not self._hand_out(lease):
-            self._ready.append(lease)
+            self._ready.append(lease)  # a stopping pump gives it back with the rest
 
     def _make_lease(self, row: dict[str, object], expires_at: float) -> Lease:
         host = str(row["host"])
