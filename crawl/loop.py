@@ -304,6 +304,9 @@ class _CrawlRun:
             raise OSError(f"An earlier crawl batch could not be stored: {self._write_error}")
         try:
             if docs:
+                # Recorded before the append: a crash between the two leaves a size that
+                # disagrees with the docstore, which the next run's repair rewrites.
+                self.parts.db.record_cluster_sizes({doc.url: doc.dup_cluster_size for doc in docs})
                 self.parts.docstore.append(docs)
             if edges:
                 self.parts.links.append(edges)
@@ -323,22 +326,26 @@ class _CrawlRun:
 
         A duplicate often arrives after its original was written; the docstore is
         append-only, so the original is written again (the later version supersedes).
-        Computed from the crawl database at the end of every run, so it also repairs
-        what a killed run left stale.
+        The crawl database says which originals are stale (``urls.cluster_written``, kept
+        with every document written), so the end of a run reads only those documents, not
+        the whole docstore: a ``trawl run`` round on a large crawl no longer costs time
+        and memory in proportion to the crawl. A killed run's leftovers are repaired too:
+        sizes are recorded before documents are appended and after repairs are.
         """
-        counts = self.parts.db.duplicate_counts()
-        if not counts:
+        stale = self.parts.db.stale_clusters()
+        if not stale:
             return
         docstore = self.parts.docstore
-        sizes = docstore.latest_frame(["url", "dup_cluster_size"])
-        stale = {
-            url: 1 + counts[url]
-            for _, url, size in sizes.iter_rows()
-            if url in counts and size != 1 + counts[url]
-        }
-        if stale:
-            found = docstore.documents_by_url(stale)
-            docstore.append(replace(doc, dup_cluster_size=stale[url]) for url, doc in found.items())
+        found = docstore.documents_by_url(stale)
+        rewrite = [
+            replace(doc, dup_cluster_size=stale[url][0])
+            for url, doc in found.items()
+            if doc.dup_cluster_size != stale[url][0]
+        ]
+        if rewrite:
+            docstore.append(rewrite)
+        # Found: the size its latest document now has; not found: no document (0).
+        self.parts.db.record_cluster_sizes({url: stale[url][0] if url in found else 0 for url in stale})
 
     async def _worker(self) -> None:
         frontier = self._frontier

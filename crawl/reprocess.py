@@ -142,6 +142,8 @@ def reprocess(data_dir: Path, settings: CrawlSettings) -> ReprocessSummary:
     dedup = NearDupIndex(settings.near_dup_max_distance)
     db = CrawlDb(layout.db)
     try:
+        # The rebuilt documents carry no cluster sizes; "unknown" is safe to say first.
+        db.forget_cluster_sizes()
         with staging_dir(layout.docs) as docs_dir, staging_dir(layout.links) as links_dir:
             docs, links = DocStore(docs_dir), LinkGraphStore(links_dir)
             batch_docs: list[Document] = []

@@ -130,7 +130,8 @@ CREATE TABLE IF NOT EXISTS urls (
     blocked_reason TEXT NOT NULL DEFAULT '',
     dup_of TEXT NOT NULL DEFAULT '',
     lease_until REAL,
-    lastmod REAL
+    lastmod REAL,
+    cluster_written INTEGER
 );
 CREATE INDEX IF NOT EXISTS urls_pending ON urls(status, host);
 CREATE INDEX IF NOT EXISTS urls_dup_of ON urls(dup_of) WHERE dup_of != '';
@@ -300,8 +301,19 @@ _SITEMAPS_DUE = (
 )
 """Fetched sitemaps whose refetch has come. One read before refetches were scheduled is due
 now; one that redirected (its target is a sitemap of its own) or was too large is not."""
-_COLUMNS_ADDED = (("lastmod", "REAL"),)
+_COLUMNS_ADDED = (("lastmod", "REAL"), ("cluster_written", "INTEGER"))
 """Columns a database made by an earlier version lacks: added on open, rows kept."""
+STALE_CLUSTERS = (
+    "SELECT d.dup_of AS url, 1 + COUNT(*) AS size, o.cluster_written AS written "
+    "FROM urls d JOIN urls o ON o.url = d.dup_of WHERE d.outcome LIKE 'duplicate%' "
+    "GROUP BY d.dup_of, o.cluster_written "
+    "HAVING o.cluster_written IS NULL OR (o.cluster_written > 0 AND o.cluster_written != 1 + COUNT(*))"
+)
+"""Originals whose duplicate cluster size in the docstore is unknown or out of date.
+
+``urls.cluster_written`` is the ``dup_cluster_size`` of the URL's latest docstore version:
+NULL when not known (a database from before the column, or after a reprocess), 0 when the
+URL has no document. Shared by both backends."""
 _SET_LASTMOD = "UPDATE urls SET lastmod = ? WHERE url = ? AND (lastmod IS NULL OR lastmod < ?)"
 _INSERT_URL = (
     "INSERT OR IGNORE INTO urls(url, host, kind, depth, priority, status, outcome, "
@@ -488,6 +500,12 @@ class CrawlDb:
         )
         return {url: int(n) for url, n in rows}
 
+    def stale_clusters(self) -> dict[str, tuple[int, int | None]]:
+        """original URL → (its cluster size now, the size its document was written with or
+        None if unknown), for the originals whose document may need rewriting."""
+        rows = self._conn.execute(STALE_CLUSTERS)
+        return {url: (int(size), None if written is None else int(written)) for url, size, written in rows}
+
     def status_counts(self) -> dict[str, int]:
         rows = self._conn.execute("SELECT status, outcome, COUNT(*) FROM urls GROUP BY status, outcome")
         return {f"{status}:{outcome}" if outcome else status: int(n) for status, outcome, n in rows}
@@ -588,6 +606,27 @@ class CrawlDb:
                 self._conn.execute("ROLLBACK")
                 raise
         return changed
+
+    def record_cluster_sizes(self, sizes: Mapping[str, int]) -> None:
+        """Remember the ``dup_cluster_size`` each URL's latest document has (0: no document)."""
+        if not sizes:
+            return
+        with self._write_lock:
+            self._conn.execute("BEGIN")
+            try:
+                self._conn.executemany(
+                    "UPDATE urls SET cluster_written = ? WHERE url = ?",
+                    [(n, url) for url, n in sizes.items()],
+                )
+                self._conn.execute("COMMIT")
+            except BaseException:
+                self._conn.execute("ROLLBACK")
+                raise
+
+    def forget_cluster_sizes(self) -> None:
+        """The docstore was rebuilt (``trawl reprocess``): every document's size is unknown again."""
+        with self._write_lock:
+            self._conn.execute("UPDATE urls SET cluster_written = NULL WHERE cluster_written IS NOT NULL")
 
     def push(self, inserts: Sequence[NewUrl], now: float) -> None:
         """Queue ``inserts`` ahead of the frontier: new URLs are added; known fetched pages

@@ -31,6 +31,7 @@ from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, ParamSpec, TypeVar
 
 from crawl.state import (
+    STALE_CLUSTERS,
     HostHealth,
     HostState,
     NewUrl,
@@ -77,9 +78,11 @@ CREATE TABLE IF NOT EXISTS urls (
     dup_of TEXT NOT NULL DEFAULT '',
     lease_until DOUBLE PRECISION,
     lease_owner TEXT NOT NULL DEFAULT '',
-    lastmod DOUBLE PRECISION
+    lastmod DOUBLE PRECISION,
+    cluster_written INTEGER
 );
 ALTER TABLE urls ADD COLUMN IF NOT EXISTS lastmod DOUBLE PRECISION;
+ALTER TABLE urls ADD COLUMN IF NOT EXISTS cluster_written INTEGER;
 CREATE INDEX IF NOT EXISTS urls_pending ON urls(host, priority DESC, id) WHERE status = 'pending';
 CREATE INDEX IF NOT EXISTS urls_status ON urls(status);
 CREATE INDEX IF NOT EXISTS urls_dup_of ON urls(dup_of) WHERE dup_of != '';
@@ -430,6 +433,11 @@ class PgCrawlDb:
         )
         return {r["dup_of"]: int(r["n"]) for r in rows}
 
+    def stale_clusters(self) -> dict[str, tuple[int, int | None]]:
+        """As ``CrawlDb.stale_clusters``."""
+        rows = self._all(STALE_CLUSTERS)  # no parameters: psycopg leaves "%" as it is
+        return {r["url"]: (int(r["size"]), None if r["written"] is None else int(r["written"])) for r in rows}
+
     def status_counts(self) -> dict[str, int]:
         rows = self._all("SELECT status, outcome, COUNT(*) AS n FROM urls GROUP BY status, outcome")
         return {f"{r['status']}:{r['outcome']}" if r["outcome"] else r["status"]: int(r["n"]) for r in rows}
@@ -681,6 +689,21 @@ class PgCrawlDb:
                 cur.execute(_SET_LASTMOD, (when, url, when))
                 changed += cur.rowcount
         return changed
+
+    @_retry_on_conflict
+    def record_cluster_sizes(self, sizes: Mapping[str, int]) -> None:
+        """As ``CrawlDb.record_cluster_sizes``."""
+        if not sizes:
+            return
+        with self._lock, self._conn.transaction(), self._conn.cursor() as cur:
+            cur.executemany(  # one lock order across workers
+                "UPDATE urls SET cluster_written = %s WHERE url = %s", [(sizes[u], u) for u in sorted(sizes)]
+            )
+
+    def forget_cluster_sizes(self) -> None:
+        """As ``CrawlDb.forget_cluster_sizes``."""
+        with self._lock, self._conn.transaction():
+            self._conn.execute("UPDATE urls SET cluster_written = NULL WHERE cluster_written IS NOT NULL")
 
     @_retry_on_conflict
     def push(self, inserts: Sequence[NewUrl], now: float) -> None:

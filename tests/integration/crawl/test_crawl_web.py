@@ -11,8 +11,9 @@ from __future__ import annotations
 
 import asyncio
 import gzip
+import shutil
 from collections.abc import Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 import pytest
@@ -343,6 +344,39 @@ def test_duplicates_are_recorded_not_indexed(crawl_run: CrawlRun) -> None:
         assert rows[duplicate]["outcome"] == f"duplicate ({kind})"
         assert rows[duplicate]["dup_of"] == original
         assert sizes[original] == 2
+    # The database knows the sizes written, so the next run's repair has nothing to read.
+    db = CrawlDb(CrawlDir(crawl_run.data).db)
+    try:
+        assert db.stale_clusters() == {}
+    finally:
+        db.close()
+
+
+def test_a_later_run_repairs_sizes_an_older_or_killed_run_left(crawl_run: CrawlRun, tmp_path: Path) -> None:
+    data = tmp_path / "crawl"
+    shutil.copytree(crawl_run.data, data)
+    layout = CrawlDir(data)
+    originals = {u: d for u, d in DocStore(layout.docs).documents_by_url(_doc_urls(crawl_run)).items()}
+    grown = sorted(u for u, d in originals.items() if d.dup_cluster_size == 2)
+    assert len(grown) == 2
+    # A killed run: one original written again as size 1 after its duplicate was counted;
+    # an older database: no size recorded for any URL.
+    DocStore(layout.docs).append([replace(originals[grown[0]], dup_cluster_size=1)])
+    db = CrawlDb(layout.db)
+    try:
+        db.forget_cluster_sizes()
+        assert set(db.stale_clusters()) == set(grown)
+    finally:
+        db.close()
+    summary = asyncio.run(Crawler(data, crawl_run.settings, seeds=[]).run())
+    assert summary.fetches == 0
+    sizes = {d.url: d.dup_cluster_size for d in DocStore(layout.docs).iter_documents()}
+    assert [sizes[u] for u in grown] == [2, 2]
+    db = CrawlDb(layout.db)
+    try:
+        assert db.stale_clusters() == {}
+    finally:
+        db.close()
     assert crawl_run.summary.duplicates == 2
 
 

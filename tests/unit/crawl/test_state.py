@@ -54,6 +54,26 @@ def test_outcomes_are_stored_as_the_texts_older_databases_hold(crawl_store: Call
         db.close()
 
 
+def test_stale_clusters_follow_the_recorded_document_sizes(crawl_store: Callable[[], Any]) -> None:
+    _crawl_db(crawl_store)  # http://a/4 is a near duplicate of http://a/0
+    db = crawl_store()
+    try:
+        # Nothing recorded (a database from before the column): the size is unknown.
+        assert db.stale_clusters() == {"http://a/0": (2, None)}
+        db.record_cluster_sizes({"http://a/0": 1})  # written before its duplicate came
+        assert db.stale_clusters() == {"http://a/0": (2, 1)}
+        db.record_cluster_sizes({"http://a/0": 2})  # repaired
+        assert db.stale_clusters() == {}
+        db.record_cluster_sizes({"http://a/0": 0})  # no document to repair
+        assert db.stale_clusters() == {}
+        db.record_cluster_sizes({"http://a/0": 1})  # refetched and written again as size 1
+        assert db.stale_clusters() == {"http://a/0": (2, 1)}
+        db.forget_cluster_sizes()
+        assert db.stale_clusters() == {"http://a/0": (2, None)}
+    finally:
+        db.close()
+
+
 def test_host_health_reads_the_activity_of_each_host(tmp_path: Path, crawl_store: Callable[[], Any]) -> None:
     url = crawl_store.frontier_url  # type: ignore[attr-defined]
     if url:
