@@ -19,6 +19,7 @@ from __future__ import annotations
 import hashlib
 import re
 import zlib
+from array import array
 from dataclasses import dataclass
 from typing import Literal
 
@@ -38,6 +39,7 @@ _WORDS = re.compile(r"\w+", re.UNICODE)
 _SHINGLE = 2
 _BLOCKS = 4
 _BLOCK_BITS = 64 // _BLOCKS
+_BLOCK_VALUES = 1 << _BLOCK_BITS
 _MASK64 = (1 << 64) - 1
 
 
@@ -137,38 +139,79 @@ class DupVerdict:
 
 
 class NearDupIndex:
-    """In-memory index of indexed documents' fingerprints, rebuilt from the crawl DB on start."""
+    """In-memory index of indexed documents' fingerprints, rebuilt from the crawl DB on start.
+
+    Every crawl worker holds the whole crawl's originals here, so the layout is chosen for
+    memory: document ``i``'s fingerprint is slot ``i`` of one ``array('Q')`` and its URL
+    item ``i`` of a list; each block table is a list of 2^16 slots holding a document
+    number, or an ``array('I')`` of them once a block value is shared. Measured with
+    tracemalloc (``bench/crawl/bench_dedup_memory.py``; URL and hash strings made before
+    tracing): 279 bytes a document at 100,000 documents and 178 at 1,000,000, against 609
+    and 327 for the dict of ``(fingerprint, url)`` tuple lists this replaced (which also
+    kept each 81-byte hex hash string alive), with lookups 0.68× and 0.27× the time and
+    the same verdicts.
+    """
 
     def __init__(self, max_distance: int = 3) -> None:
         if max_distance >= _BLOCKS:
             raise ValueError(f"max_distance {max_distance} needs more than {_BLOCKS} blocks")
         self._max_distance = max_distance
-        self._by_hash: dict[str, str] = {}
-        self._blocks: list[dict[int, list[tuple[int, str]]]] = [{} for _ in range(_BLOCKS)]
+        self._urls: list[str] = []
+        self._fingerprints = array("Q")
+        self._by_hash: dict[bytes | str, int] = {}
+        """content hash (16 bytes when it is hex, as ``content_hash`` makes it) → first document."""
+        self._blocks: list[list[int | array[int] | None]] = [[None] * _BLOCK_VALUES for _ in range(_BLOCKS)]
 
     def __len__(self) -> int:
         return len(self._by_hash)
 
     def check(self, text_hash: str, fingerprint: int) -> DupVerdict:
         """Does a document with this content already exist?"""
-        original = self._by_hash.get(text_hash)
+        original = self._by_hash.get(_hash_key(text_hash))
         if original is not None:
-            return DupVerdict("exact", original, 0)
-        best: tuple[int, str] | None = None
+            return DupVerdict("exact", self._urls[original], 0)
+        fingerprint &= _MASK64
+        fingerprints = self._fingerprints
+        best, best_distance = -1, self._max_distance + 1
         for block, table in enumerate(self._blocks):
-            for other, url in table.get(_block(fingerprint, block), ()):
-                distance = hamming(fingerprint, other)
-                if distance <= self._max_distance and (best is None or distance < best[0]):
-                    best = (distance, url)
-        if best is not None:
-            return DupVerdict("near", best[1], best[0])
+            found = table[_block(fingerprint, block)]
+            if found is None:
+                continue
+            # In block order, then insertion order; the first closest one wins.
+            for number in (found,) if isinstance(found, int) else found:
+                distance = (fingerprints[number] ^ fingerprint).bit_count()
+                if distance < best_distance:
+                    best, best_distance = number, distance
+        if best >= 0:
+            return DupVerdict("near", self._urls[best], best_distance)
         return DupVerdict("unique")
 
     def add(self, url: str, text_hash: str, fingerprint: int) -> None:
         """Register an indexed document as the original for its content."""
-        self._by_hash.setdefault(text_hash, url)
+        number = len(self._urls)
+        fingerprint &= _MASK64
+        self._urls.append(url)
+        self._fingerprints.append(fingerprint)
+        self._by_hash.setdefault(_hash_key(text_hash), number)
         for block, table in enumerate(self._blocks):
-            table.setdefault(_block(fingerprint, block), []).append((fingerprint, url))
+            value = _block(fingerprint, block)
+            found = table[value]
+            if found is None:
+                table[value] = number  # one int object shared by the four tables
+            elif isinstance(found, int):
+                table[value] = array("I", (found, number))
+            else:
+                found.append(number)
+
+
+def _hash_key(text_hash: str) -> bytes | str:
+    """The 16 bytes of a hex content hash (49 bytes as an object instead of 81); other text as is."""
+    if len(text_hash) == 32:
+        try:
+            return bytes.fromhex(text_hash)
+        except ValueError:
+            pass
+    return text_hash
 
 
 def _block(fingerprint: int, block: int) -> int:

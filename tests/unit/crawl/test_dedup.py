@@ -69,6 +69,23 @@ def test_index_finds_every_fingerprint_within_three_bits() -> None:
             assert verdict.distance == expected
 
 
+def test_index_keeps_the_first_original_of_a_hash_and_of_a_tie() -> None:
+    index = NearDupIndex(3)
+    digest = content_hash("some words of a page")
+    index.add("http://a/first", digest, 0b1111 << 20)
+    index.add("http://a/second", digest, 0b1111 << 40)
+    index.add("http://a/third", "not-a-hex-digest", 0b1111 << 20)
+    assert len(index) == 2
+    assert index.check(digest, 0).of_url == "http://a/first"
+    assert index.check("not-a-hex-digest", 0).of_url == "http://a/third"
+    # Two bits from /first and /third (same fingerprint, same block values): /first came first.
+    near = index.check(content_hash("other"), (0b1111 << 20) ^ 0b11)
+    assert (near.kind, near.of_url, near.distance) == ("near", "http://a/first", 2)
+    # Fingerprints as the database hands them back (unsigned) and as signed 64-bit agree.
+    index.add("http://a/high", content_hash("high"), (1 << 64) - 1)
+    assert index.check(content_hash("x"), -1).of_url == "http://a/high"
+
+
 def test_distance_above_block_bound_is_refused() -> None:
     with pytest.raises(ValueError, match="needs more than 4 blocks"):
         NearDupIndex(4)
