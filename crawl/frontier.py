@@ -470,6 +470,9 @@ class Frontier:
         """The batch is in the table: its new URLs no longer need the seen filter's own record."""
         self._seen.committed(new.url for new in batch.inserts)
 
+    def batch_lost(self, batch: Batch) -> None:
+        """The batch was not stored; nothing here counts on it (its URLs stay in the seen filter)."""
+
     def commit(self) -> None:
         """Take, write and acknowledge the batch (new URLs, leases, results, host state) at once."""
         batch = self.take_batch()

@@ -44,6 +44,7 @@ import asyncio
 import logging
 import os
 import socket
+import threading
 import time
 from collections import deque
 from typing import Self
@@ -130,6 +131,10 @@ class PgFrontier:
         self._releases: dict[str, HostState] = {}
         """Results of this tick for the next round: URLs back to pending, hosts to release."""
         self._unwritten: list[NewUrl] = []
+        self._storing = 0
+        """New URLs in batches taken for the store step and not yet committed: not pending in
+        the database and no longer in ``_unwritten``, yet the crawl is not over while there are."""
+        self._storing_lock = threading.Lock()  # taken and committed on the loop, lost on either
         self._updates: list[UrlUpdate] = []
         self._unacknowledged: set[str] = set()
         """URLs finished here whose results are not committed yet: their leases are renewed."""
@@ -292,7 +297,14 @@ class PgFrontier:
                 pending, others, ready_at = idle
                 if not pending:
                     self._backlog = 0
-                if not (pending or others or self._in_flight or self._unwritten or self._has_writes()):
+                if not (
+                    pending
+                    or others
+                    or self._in_flight
+                    or self._unwritten
+                    or self._storing
+                    or self._has_writes()
+                ):
                     self._end_all()
                     continue
                 await self._sleep(wakeup, wait_hint(ready_at, time.time()))
@@ -531,14 +543,26 @@ class PgFrontier:
             return None
         batch = Batch(self._unwritten, [], self._updates, [])
         self._unwritten, self._updates = [], []
+        self._stored(len(batch.inserts))
         return batch
 
     def write_batch(self, batch: Batch) -> None:
         self._db.apply(inserts=batch.inserts, leases=[], updates=batch.updates, hosts=[], now=time.time())
 
+    def batch_lost(self, batch: Batch) -> None:
+        """The batch was not stored (the store step failed): its URLs no longer keep the crawl open."""
+        self._stored(-len(batch.inserts))
+
     def batch_committed(self, batch: Batch) -> None:
         self._seen.committed(new.url for new in batch.inserts)
         self._unacknowledged.difference_update(u.url for u in batch.updates)
+        self._stored(-len(batch.inserts))
+        if batch.inserts and self._waiters:
+            self._notify()  # workers may be waiting for exactly these URLs
+
+    def _stored(self, change: int) -> None:
+        with self._storing_lock:
+            self._storing += change
 
     def commit(self) -> None:
         if self._has_writes():

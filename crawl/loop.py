@@ -284,8 +284,12 @@ class _CrawlRun:
 
     def _flush_done(self, batch: Batch | None, writing: asyncio.Future[None]) -> None:
         self._flushes_in_flight -= 1
-        if batch is not None and not writing.cancelled() and writing.exception() is None:
+        if batch is None:
+            return
+        if not writing.cancelled() and writing.exception() is None:
             self._frontier.batch_committed(batch)
+        else:
+            self._frontier.batch_lost(batch)
 
     def _store(
         self,

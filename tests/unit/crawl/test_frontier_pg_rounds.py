@@ -150,3 +150,39 @@ def test_a_stop_gives_a_kept_hosts_urls_back_at_once_and_keeps_its_delay(pg_dsn:
     assert waited >= 1.9  # the host's delay holds for the other worker too
     first_db.close()
     second_db.close()
+
+
+def test_urls_in_a_batch_being_stored_keep_the_crawl_open(pg_dsn: str) -> None:
+    """A page found while the only other URL is being stored: its URL is neither pending in
+    the database nor waiting to be inserted, yet the crawl is not over (the race that ended a
+    ``trawl run`` round before robots.txt's sitemap was fetched)."""
+    db = PgCrawlDb(pg_dsn)
+
+    async def scenario() -> tuple[bool, str | None, Lease | None]:
+        frontier = PgFrontier(db, SeenUrls(db, capacity=100), min_delay_s=0.0, response_time_factor=0.0)
+        frontier.add(NewUrl("http://s/", "s", 0, 1.0))
+        first = await frontier.lease()
+        assert first is not None
+        frontier.finish(first, _done(first), Feedback())
+        frontier.add(NewUrl("http://s/sitemap.xml", "s", 0, 0.9))
+        batch = frontier.take_batch()  # the store step has it; nothing is pending or unwritten
+        assert batch is not None
+        waiting = asyncio.ensure_future(frontier.lease())
+        await asyncio.sleep(0.6)  # a few pump rounds
+        ended_early = waiting.done()
+        await asyncio.to_thread(frontier.write_batch, batch)
+        frontier.batch_committed(batch)
+        second = await asyncio.wait_for(waiting, timeout=5)
+        assert second is not None
+        frontier.finish(second, _done(second), Feedback())
+        lost_batch = frontier.take_batch()
+        assert lost_batch is not None
+        frontier.batch_lost(lost_batch)  # a failed store step must not keep the crawl open
+        last = await asyncio.wait_for(frontier.lease(), timeout=5)
+        return ended_early, second.url, last
+
+    ended_early, url, last = asyncio.run(scenario())
+    assert not ended_early
+    assert url == "http://s/sitemap.xml"
+    assert last is None
+    db.close()
