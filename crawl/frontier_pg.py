@@ -44,7 +44,6 @@ import asyncio
 import logging
 import os
 import socket
-import threading
 import time
 from collections import deque
 from typing import Self
@@ -133,8 +132,8 @@ class PgFrontier:
         self._unwritten: list[NewUrl] = []
         self._storing = 0
         """New URLs in batches taken for the store step and not yet committed: not pending in
-        the database and no longer in ``_unwritten``, yet the crawl is not over while there are."""
-        self._storing_lock = threading.Lock()  # taken and committed on the loop, lost on either
+        the database and no longer in ``_unwritten``, yet the crawl is not over while there are.
+        Counted on the event loop: batches are taken there and settled by the store's callback."""
         self._updates: list[UrlUpdate] = []
         self._unacknowledged: set[str] = set()
         """URLs finished here whose results are not committed yet: their leases are renewed."""
@@ -543,7 +542,7 @@ class PgFrontier:
             return None
         batch = Batch(self._unwritten, [], self._updates, [])
         self._unwritten, self._updates = [], []
-        self._stored(len(batch.inserts))
+        self._storing += len(batch.inserts)
         return batch
 
     def write_batch(self, batch: Batch) -> None:
@@ -551,18 +550,14 @@ class PgFrontier:
 
     def batch_lost(self, batch: Batch) -> None:
         """The batch was not stored (the store step failed): its URLs no longer keep the crawl open."""
-        self._stored(-len(batch.inserts))
+        self._storing -= len(batch.inserts)
 
     def batch_committed(self, batch: Batch) -> None:
         self._seen.committed(new.url for new in batch.inserts)
         self._unacknowledged.difference_update(u.url for u in batch.updates)
-        self._stored(-len(batch.inserts))
+        self._storing -= len(batch.inserts)
         if batch.inserts and self._waiters:
             self._notify()  # workers may be waiting for exactly these URLs
-
-    def _stored(self, change: int) -> None:
-        with self._storing_lock:
-            self._storing += change
 
     def commit(self) -> None:
         if self._has_writes():

@@ -14,6 +14,7 @@ import logging
 import sqlite3
 import threading
 from collections.abc import Iterator, Mapping, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass, fields
 from enum import StrEnum
 from pathlib import Path
@@ -381,6 +382,18 @@ class CrawlDb:
     def close(self) -> None:
         self._conn.close()
 
+    @contextmanager
+    def _transaction(self) -> Iterator[sqlite3.Connection]:
+        """One write transaction under the writer's lock, rolled back if the block raises."""
+        with self._write_lock:
+            self._conn.execute("BEGIN")
+            try:
+                yield self._conn
+                self._conn.execute("COMMIT")
+            except BaseException:
+                self._conn.execute("ROLLBACK")
+                raise
+
     # -- reads ---------------------------------------------------------------
 
     def exists(self, url: str) -> bool:
@@ -539,26 +552,19 @@ class CrawlDb:
         would otherwise be fetched again on every resume. With ``max_retries``, one that
         has used them up ends ``failed`` instead.
         """
-        with self._write_lock:
-            conn = self._conn
-            conn.execute("BEGIN")
-            try:
-                failed = 0
-                if max_retries is not None:
-                    failed = conn.execute(
-                        "UPDATE urls SET status = 'failed', outcome = :outcome, lease_until = NULL "
-                        "WHERE status = 'leased' AND retries >= :max",
-                        {"outcome": Outcome.LEASE_EXPIRED.value, "max": max_retries},
-                    ).rowcount
-                released = conn.execute(
-                    "UPDATE urls SET status = 'pending', retries = retries + 1, outcome = :outcome, "
-                    "lease_until = NULL WHERE status = 'leased'",
-                    {"outcome": Outcome.LEASE_EXPIRED.value},
+        with self._transaction() as conn:
+            failed = 0
+            if max_retries is not None:
+                failed = conn.execute(
+                    "UPDATE urls SET status = 'failed', outcome = :outcome, lease_until = NULL "
+                    "WHERE status = 'leased' AND retries >= :max",
+                    {"outcome": Outcome.LEASE_EXPIRED.value, "max": max_retries},
                 ).rowcount
-                conn.execute("COMMIT")
-            except BaseException:
-                conn.execute("ROLLBACK")
-                raise
+            released = conn.execute(
+                "UPDATE urls SET status = 'pending', retries = retries + 1, outcome = :outcome, "
+                "lease_until = NULL WHERE status = 'leased'",
+                {"outcome": Outcome.LEASE_EXPIRED.value},
+            ).rowcount
         if failed:
             logger.warning("%d URLs leased by crashed runs used up their retries: marked failed", failed)
         return released
@@ -597,31 +603,18 @@ class CrawlDb:
         """Keep sitemap ``<lastmod>`` hints of known URLs (the newest per URL); returns how many
         changed. (A new URL takes its hint in with its ``NewUrl``.)"""
         rows = [(when, url, when) for url, when in lastmods.items()]
-        with self._write_lock:
-            self._conn.execute("BEGIN")
-            try:
-                changed = sum(self._conn.execute(_SET_LASTMOD, row).rowcount for row in rows)
-                self._conn.execute("COMMIT")
-            except BaseException:
-                self._conn.execute("ROLLBACK")
-                raise
+        with self._transaction() as conn:
+            changed = sum(conn.execute(_SET_LASTMOD, row).rowcount for row in rows)
         return changed
 
     def record_cluster_sizes(self, sizes: Mapping[str, int]) -> None:
         """Remember the ``dup_cluster_size`` each URL's latest document has (0: no document)."""
         if not sizes:
             return
-        with self._write_lock:
-            self._conn.execute("BEGIN")
-            try:
-                self._conn.executemany(
-                    "UPDATE urls SET cluster_written = ? WHERE url = ?",
-                    [(n, url) for url, n in sizes.items()],
-                )
-                self._conn.execute("COMMIT")
-            except BaseException:
-                self._conn.execute("ROLLBACK")
-                raise
+        with self._transaction() as conn:
+            conn.executemany(
+                "UPDATE urls SET cluster_written = ? WHERE url = ?", [(n, url) for url, n in sizes.items()]
+            )
 
     def forget_cluster_sizes(self) -> None:
         """The docstore was rebuilt (``trawl reprocess``): every document's size is unknown again."""
@@ -655,28 +648,21 @@ class CrawlDb:
 
         Safe to call from a worker thread while the event loop reads.
         """
-        with self._write_lock:
-            conn = self._conn
-            conn.execute("BEGIN")
-            try:
-                conn.executemany(_INSERT_URL, [_params(n, now=now) for n in inserts])
-                conn.executemany(_LEASE_URL, [{"url": url, "until": until} for url, until in leases])
-                conn.executemany(
-                    _UPDATE_URL,
-                    [
-                        _params(
-                            u,
-                            outcome=u.outcome_text,
-                            simhash=to_signed64(u.simhash),
-                            fetched=int(u.fetched),
-                            changed=int(u.changed),
-                        )
-                        for u in updates
-                    ],
-                )
-                conn.executemany(_LOG_FETCH, fetch_log_rows(updates, now))
-                conn.executemany(_SAVE_HOST, [_params(h) for h in hosts])
-                conn.execute("COMMIT")
-            except BaseException:
-                conn.execute("ROLLBACK")
-                raise
+        with self._transaction() as conn:
+            conn.executemany(_INSERT_URL, [_params(n, now=now) for n in inserts])
+            conn.executemany(_LEASE_URL, [{"url": url, "until": until} for url, until in leases])
+            conn.executemany(
+                _UPDATE_URL,
+                [
+                    _params(
+                        u,
+                        outcome=u.outcome_text,
+                        simhash=to_signed64(u.simhash),
+                        fetched=int(u.fetched),
+                        changed=int(u.changed),
+                    )
+                    for u in updates
+                ],
+            )
+            conn.executemany(_LOG_FETCH, fetch_log_rows(updates, now))
+            conn.executemany(_SAVE_HOST, [_params(h) for h in hosts])
