@@ -31,12 +31,21 @@ def eval_command(
         typer.Option("--sample", min=1, help="Score N judged queries: a seeded sample stratified by kind."),
     ] = None,
     sample_seed: Annotated[int, typer.Option("--sample-seed", help="Seed of --sample.")] = 0,
+    transfer: Annotated[
+        bool,
+        typer.Option(
+            "--transfer",
+            help="ltr: one model trained on the --train-with collections only scores every query "
+            "(leave-one-collection-out).",
+        ),
+    ] = False,
 ) -> None:
     """Evaluate a ranker as served (the API's search path) on every judged query of a collection.
 
     nDCG@10, MAP, Recall@100, MRR@10. ``ltr`` without --model serves, to each fold,
     a model trained on the other folds (folds.tsv when the collection has one).
     --sample N scores a deterministic sample of N queries, stratified by their kind.
+    --transfer with --train-with measures a model trained on other collections only.
 
     Example: trawl eval --dataset ../shared/data/eval/cisi --ranker bm25 --json
     """
@@ -54,6 +63,7 @@ def eval_command(
         train_with=tuple(train_with or ()),
         sample=sample,
         sample_seed=sample_seed,
+        transfer=transfer,
     )
     if as_json:
         sys.stdout.write(json.dumps(result.to_json()) + "\n")

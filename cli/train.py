@@ -142,8 +142,9 @@ def train_reranker_command(
 ) -> None:
     """Fine-tune the MiniLM cross-encoder on judged positives and hard negatives of every judged query.
 
-    Held-out quality is what `trawl eval --ranker ltr+ce` measures (one model per fold);
-    this writes the deployable model, trained on all queries. Serve it with
+    This writes the deployable model, trained on all queries; its card records the data
+    and parameters. `trawl eval` does not measure ltr+ce held out (that would fine-tune
+    one cross-encoder per fold). Serve it with
     TRAWL_RANK__RERANKER_MODEL=DIR.
 
     Example: trawl train reranker --dataset ../shared/data/eval/cisi --out models/reranker/cisi

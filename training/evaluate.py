@@ -234,16 +234,28 @@ def evaluate(
     open_service: ServiceOpener | None = None,
     sample: int | None = None,
     sample_seed: int = 0,
+    transfer: bool = False,
 ) -> EvalResult:
     """Every judged query of a collection through ``ranker_name`` as served; pytrec_eval's metrics.
 
     Cross-validated ``ltr`` also trains on ``train_with`` and on the comma-separated
     collections of ``options["train_with"]`` (how a rankers.toml config names its mix).
+    ``transfer`` (or ``options["transfer"]``) trains on those collections only:
+    leave-one-collection-out, one model for every query.
     """
     settings = settings or Settings()
     options = dict(options or {})
     if ranker_name not in ranker_names():
         raise ConfigError(f"Unknown ranker {ranker_name!r}; expected one of: {', '.join(ranker_names())}.")
+    if ranker_name == "ltr+ce" and not options.get("model"):
+        raise ConfigError(
+            "Held-out ltr+ce is not measured by `trawl eval`: it would need a cross-encoder "
+            "fine-tuned per fold. Pass --model DIR with TRAWL_RANK__RERANKER_MODEL set to a "
+            "`trawl train reranker` output (in-sample for the collections they were trained on)."
+        )
+    transfer = transfer or options.get("transfer", "").lower() in ("1", "true", "on", "yes")
+    if transfer and (not ranker_name.startswith("ltr") or options.get("model")):
+        raise ConfigError("--transfer trains LTR fold models: it needs --ranker ltr and no --model.")
     dataset = BeirDataset.open(dataset_dir)
     index_dir, cache_dir = cached_index(dataset, settings, shards=shards)
     qrels = dataset.qrels()
@@ -268,7 +280,7 @@ def evaluate(
             from training.ltr_folds import fold_models
 
             mix = [*train_with, *(Path(p) for p in options.get("train_with", "").split(",") if p)]
-            cv = fold_models(dataset, settings, folds=folds, train_with=mix)
+            cv = fold_models(dataset, settings, folds=folds, train_with=mix, transfer=transfer)
             extra.update(cv.report())
             ranked = {}
             for fold, model_dir in cv.models.items():

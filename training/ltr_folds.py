@@ -8,6 +8,12 @@ rounds on them.
 
 Folds: the collection's ``folds.tsv`` when it has one (crawl-derived sets: split by
 target page, so no page is trained and tested on), else a seeded split by query.
+
+``transfer`` is leave-one-collection-out: one model trained on the ``train_with``
+collections only, none of the evaluated one, scores all of its queries. It answers
+"what does a model trained elsewhere do on data like this?", which is the question a
+user's own crawl asks of the packaged model.
+
 Fold models are cached under the collection's evaluation cache, keyed by the training
 frames (which are keyed by the feature code), the folds and the parameters.
 """
@@ -24,6 +30,7 @@ from typing import Any
 
 import polars as pl
 
+from core.errors import ConfigError
 from core.settings import Settings
 from rerank.features import SCHEMA
 from rerank.ltr import MODEL_FILE, LtrModel, model_id_of
@@ -43,6 +50,8 @@ class FoldModels:
     rounds: dict[int, int] = field(default_factory=dict)
     folds_from: str = "seeded split by query"
     train_with: tuple[str, ...] = ()
+    transfer: bool = False
+    """Leave-one-collection-out: one model, trained on ``train_with`` only, for every query."""
 
     def test_queries(self, fold: int) -> list[str]:
         return [q for q, f in self.assignment.items() if f == fold]
@@ -53,6 +62,7 @@ class FoldModels:
                 "folds": len(self.models),
                 "folds_from": self.folds_from,
                 "train_with": list(self.train_with),
+                "transfer": self.transfer,
                 "fold_rounds": [self.rounds[f] for f in sorted(self.rounds)],
                 "fold_models": [str(self.models[f]) for f in sorted(self.models)],
             }
@@ -76,18 +86,32 @@ def fold_models(
     train_with: Sequence[Path] = (),
     params: LtrParams | None = None,
     seed: int = 0,
+    transfer: bool = False,
 ) -> FoldModels:
-    """Train (or reuse) one model per fold of ``dataset``; see the module doc."""
+    """Train (or reuse) one model per fold of ``dataset``; see the module doc.
+
+    With ``transfer``, a single "fold" 0 holds every query and its model learns from the
+    ``train_with`` collections only.
+    """
     from training.evaluate import cached_index
 
     params = params or dataclasses.replace(LtrParams(), seed=seed)
     # The evaluated collection among the mix would put its test fold into training.
     train_with = [r for r in train_with if Path(r).resolve() != dataset.root.resolve()]
+    if transfer and not train_with:
+        raise ConfigError(
+            "transfer (leave-one-collection-out) needs at least one --train-with collection "
+            f"other than {dataset.name}."
+        )
     own = collection_frame(dataset.root, settings)
     prefix = collection_prefix(dataset)
     frames = [own.frame.with_columns((pl.lit(prefix) + pl.col("qid")).alias("qid"))]
     labels = beir_labels(dataset, dataset.qrels())
-    assignment, folds_from = fold_assignment(dataset, list(labels), folds, seed=seed)
+    if transfer:
+        assignment = dict.fromkeys(labels, 0)
+        folds_from = "none: every query held out (trained on the other collections only)"
+    else:
+        assignment, folds_from = fold_assignment(dataset, list(labels), folds, seed=seed)
     teaches = {prefix + q for q, graded in labels.items() if any(graded.values())}
     others: list[str] = []
     keys = [str(own.path)]
@@ -105,20 +129,26 @@ def fold_models(
         "|".join([*keys, folds_from, repr(sorted(assignment.items())), repr(params)]).encode(), digest_size=8
     ).hexdigest()
     _, cache_dir = cached_index(dataset, settings)
-    out = FoldModels(assignment, folds_from=folds_from, train_with=tuple(str(p) for p in train_with))
+    out = FoldModels(
+        assignment, folds_from=folds_from, train_with=tuple(str(p) for p in train_with), transfer=transfer
+    )
     for fold in sorted(set(assignment.values())):
         directory = cache_dir / f"ltr-cv-{key}" / f"fold-{fold}"
         if not (directory / MODEL_FILE).exists():
-            train = [prefix + q for q, f in assignment.items() if f != fold and prefix + q in usable]
-            train += [q for q in others if q in present]
+            own_train = [prefix + q for q, f in assignment.items() if f != fold and prefix + q in usable]
+            train = ([] if transfer else own_train) + [q for q in others if q in present]
             model = fit(frame, train, params, seed=seed)
             name = f"{dataset.name}-fold{fold}"
             card = {
                 "name": name,
                 "model_id": model_id_of(model.booster, name),
                 "num_boost_round": model.rounds,
-                "trained_on": f"{dataset.name} folds other than {fold} ({folds_from})"
-                + (f" + all of {', '.join(Path(p).name for p in train_with)}" if train_with else ""),
+                "trained_on": (
+                    f"all of {', '.join(Path(p).name for p in train_with)} (none of {dataset.name})"
+                    if transfer
+                    else f"{dataset.name} folds other than {fold} ({folds_from})"
+                    + (f" + all of {', '.join(Path(p).name for p in train_with)}" if train_with else "")
+                ),
                 "queries": len(train),
             }
             LtrModel(booster=model.booster, features=SCHEMA, card=card).save(directory)

@@ -24,12 +24,10 @@ DOCS = 300
 QUERIES = 15
 
 
-@pytest.fixture(scope="module")
-def slice_dir(eval_dir: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
-    source = eval_dir / "cranfield"
-    out = tmp_path_factory.mktemp("cranslice") / "cranslice"
+def write_slice(source: Path, out: Path, start: int, stop: int) -> Path:
+    """Documents ``start:stop`` of a BEIR collection and the first queries judged on them."""
     (out / "qrels").mkdir(parents=True)
-    lines = (source / "corpus.jsonl").read_text(encoding="utf-8").splitlines()[:DOCS]
+    lines = (source / "corpus.jsonl").read_text(encoding="utf-8").splitlines()[start:stop]
     (out / "corpus.jsonl").write_text("\n".join(lines) + "\n", encoding="utf-8")
     ids = {json.loads(line)["_id"] for line in lines}
     qrels = BeirDataset(source).qrels()
@@ -41,6 +39,11 @@ def slice_dir(eval_dir: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
         "".join(json.dumps({"_id": q, "text": texts[q]}) + "\n" for q in judged)
     )
     return out
+
+
+@pytest.fixture(scope="module")
+def slice_dir(eval_dir: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return write_slice(eval_dir / "cranfield", tmp_path_factory.mktemp("cranslice") / "cranslice", 0, DOCS)
 
 
 @pytest.fixture(scope="module")
@@ -114,3 +117,38 @@ def test_a_mix_that_names_the_evaluated_collection_never_trains_on_its_test_fold
     for fold, model in enumerate(result.extra["cv"]["fold_models"]):
         others = sum(1 for f in assignment.values() if f != fold)
         assert LtrModel.load(Path(model)).card["queries"] <= others
+
+
+def test_transfer_serves_every_query_a_model_that_never_saw_the_collection(
+    settings: Settings, slice_dir: Path, eval_dir: Path, tmp_path_factory: pytest.TempPathFactory
+) -> None:
+    """Leave-one-collection-out: one model, trained on the other collection's queries only."""
+    from rerank.ltr import LtrModel
+    from training.features import beir_labels
+
+    other_dir = tmp_path_factory.mktemp("other") / "cranother"
+    other = write_slice(eval_dir / "cranfield", other_dir, DOCS, 2 * DOCS)
+    result = evaluate(slice_dir, "ltr", settings=settings, train_with=[other], transfer=True)
+    cv = result.extra["cv"]
+    assert cv["transfer"] is True
+    assert len(cv["fold_models"]) == 1
+    card = LtrModel.load(Path(cv["fold_models"][0])).card
+    other_set = BeirDataset(other)
+    taught = sum(1 for graded in beir_labels(other_set, other_set.qrels()).values() if any(graded.values()))
+    assert card["queries"] == taught  # the other collection's judged queries, none of this one's
+    assert "none of cranslice" in card["trained_on"]
+    assert len(result.run) == QUERIES
+    model = Path(cv["fold_models"][0])
+    served = eval_settings(settings, ltr_model=model)
+    assert_same_as_api(served, slice_dir, "ltr", result.run, sorted(result.run))
+
+
+def test_transfer_needs_another_collection(settings: Settings, slice_dir: Path) -> None:
+    from core.errors import ConfigError
+
+    with pytest.raises(ConfigError, match="train-with"):
+        evaluate(slice_dir, "ltr", settings=settings, train_with=[slice_dir], transfer=True)
+    with pytest.raises(ConfigError, match="fine-tuned per fold"):
+        evaluate(slice_dir, "ltr+ce", settings=settings)
+    with pytest.raises(ConfigError, match="--ranker ltr"):
+        evaluate(slice_dir, "bm25", settings=settings, train_with=[slice_dir], transfer=True)
