@@ -84,7 +84,7 @@ def dense_run(dataset: BeirDataset, k: int = FUSION_DEPTH) -> Run:
     model = SentenceTransformer(str(default_model_path()), device="cpu")
     model.max_seq_length = 256
     docs = list(dataset.iter_documents())
-    texts = [f"{d.title}. {d.body}".strip(". ") if d.body else d.title for d in docs]
+    texts = [f"{d.title}. {d.body}" if d.body else d.title for d in docs]
     matrix = model.encode(texts, batch_size=32, normalize_embeddings=True, convert_to_numpy=True)
     queries = dataset.judged_queries()
     ids = list(queries)

@@ -37,21 +37,23 @@ def read_judgments(path: Path) -> dict[str, dict[str, int]]:
     return out
 
 
-def site_root(corpus: Path) -> str:
-    """The URL prefix every document id of the corpus shares (the crawled site's root)."""
-    with corpus.open(encoding="utf-8") as handle:
-        first = json.loads(handle.readline())["_id"]
-    return first[: first.index("/", first.index("//") + 2) + 1]
+def site_root(url: str) -> str:
+    """The crawled site's root of a document id (every id of a crawl-derived corpus shares it)."""
+    return url[: url.index("/", url.index("//") + 2) + 1]
 
 
-def build(corpus_dir: Path, out: Path, judgments: Path = JUDGMENTS) -> int:
-    """Write ``out`` (corpus, queries, qrels); the number of queries. Fails on a page the corpus lacks."""
+def build(corpus_dir: Path, out: Path, judgments: Path = JUDGMENTS) -> tuple[int, str]:
+    """Write ``out`` (corpus, queries, qrels); the number of queries and the site root.
+
+    Fails on a judged page the corpus lacks.
+    """
     corpus = corpus_dir / "corpus.jsonl"
-    root = site_root(corpus)
     with corpus.open(encoding="utf-8") as handle:
-        ids = {json.loads(line)["_id"] for line in handle if line.strip()}
+        ids = [json.loads(line)["_id"] for line in handle if line.strip()]
+    root = site_root(ids[0])
+    known = set(ids)
     judged = read_judgments(judgments)
-    missing = sorted({page for pages in judged.values() for page in pages if root + page not in ids})
+    missing = sorted({page for pages in judged.values() for page in pages if root + page not in known})
     if missing:
         raise SystemExit(f"pages judged but not in {corpus}: {', '.join(missing)}")
     (out / "qrels").mkdir(parents=True, exist_ok=True)
@@ -66,7 +68,7 @@ def build(corpus_dir: Path, out: Path, judgments: Path = JUDGMENTS) -> int:
             queries.write(json.dumps({"_id": qid, "text": text, "metadata": {"kind": "everyday"}}) + "\n")
             for page, grade in pages.items():
                 qrels.write(f"{qid}\t{root}{page}\t{grade}\n")
-    return len(judged)
+    return len(judged), root
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -76,8 +78,8 @@ def main(argv: list[str] | None = None) -> int:
     )
     parser.add_argument("--out", type=Path, required=True)
     args = parser.parse_args(argv)
-    count = build(args.corpus, args.out)
-    print(f"{args.out}: {count} hand-judged queries over {site_root(args.corpus / 'corpus.jsonl')}")
+    count, root = build(args.corpus, args.out)
+    print(f"{args.out}: {count} hand-judged queries over {root}")
     return 0
 
 

@@ -37,7 +37,7 @@ def test_build_writes_queries_and_graded_qrels_over_the_corpus_urls(tmp_path: Pa
         tmp_path / "crawl", ["library/asyncio-eventloop.html", "library/asyncio.html", "library/pathlib.html"]
     )
     out = tmp_path / "out"
-    assert build(corpus, out, judgments) == 2
+    assert build(corpus, out, judgments) == (2, "http://127.0.0.1:8099/")
     dataset = BeirDataset.open(out)
     texts = dataset.queries()
     qrels = dataset.qrels()
