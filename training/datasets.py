@@ -12,9 +12,10 @@ from pathlib import Path
 from core.errors import ConfigError
 from core.types import Document, doc_id_for
 
-DOCUMENTS_VERSION = 3
+DOCUMENTS_VERSION = 4
 """Bumped when ``iter_documents`` changes what it yields (2: PageRank; 3: metadata headings
-and anchors, less leaked anchors), so cached indexes rebuild."""
+and anchors, less leaked anchors; 4: a crawl-derived page keeps its own URL), so cached
+indexes rebuild."""
 
 Qrels = dict[str, dict[str, int]]
 """query id → document external id → relevance grade."""
@@ -109,7 +110,7 @@ class BeirDataset:
                 )
                 yield Document(
                     doc_id=doc_id_for(f"beir:{self.name}:{external_id}"),
-                    url=f"beir://{self.name}/{external_id}",
+                    url=document_url(self.name, external_id),
                     title=str(record.get("title") or ""),
                     body=str(record.get("text") or ""),
                     headings=tuple(str(h) for h in metadata.get("headings") or ()),
@@ -144,6 +145,19 @@ class BeirDataset:
         """Queries that have at least one judgment, in query-file order."""
         qrels = self.qrels()
         return {qid: text for qid, text in self.queries().items() if qid in qrels}
+
+
+def document_url(collection: str, external_id: str) -> str:
+    """The URL a collection's document is indexed under.
+
+    A crawl-derived page's id is the URL it was crawled from, and that URL is what the
+    crawl indexes: URL features (``url_depth``) must read it, not a wrapper, or a model
+    trained here sees depths the served crawl never has (``beir://pydocs/http://h/a.html``
+    is 3 segments deeper than ``http://h/a.html``). Other ids get ``beir://NAME/ID``.
+    """
+    if external_id.startswith(("http://", "https://")):
+        return external_id
+    return f"beir://{collection}/{external_id}"
 
 
 def _anchor_key(text: str) -> str:

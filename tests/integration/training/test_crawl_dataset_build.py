@@ -14,8 +14,9 @@ from core.crawldir import CrawlDir
 from core.docstore import DocStore
 from core.linkgraph import Edge, LinkGraphStore
 from core.types import Document, doc_id_for
+from retrieval.forward import url_depth
 from training.crawl_dataset import build_crawl_dataset
-from training.datasets import BeirDataset
+from training.datasets import BeirDataset, document_url
 
 HOST = "http://site.test"
 NAMES = ("intro", "tutorial", "sockets", "threads", "files", "errors", "unicode", "regex")
@@ -59,8 +60,12 @@ def test_build_writes_a_beir_collection_with_folds_and_leakage(tmp_path: Path) -
     report = build_crawl_dataset(data, tmp_path / "site", seed=0)
     dataset = BeirDataset.open(tmp_path / "site")
 
-    corpus_ids = {doc.external_id for doc in dataset.iter_documents()}
+    documents = list(dataset.iter_documents())
+    corpus_ids = {doc.external_id for doc in documents}
     assert corpus_ids == {f"{HOST}/{n}.html" for n in NAMES}
+    # Indexed under the URL the crawl indexes them under, so URL features read as served.
+    assert {doc.url for doc in documents} == corpus_ids
+    assert {url_depth(doc.url) for doc in documents} == {1}
     qrels = dataset.qrels()
     queries = dataset.queries()
     assert set(qrels) == set(queries) == set(dataset.judged_queries())
@@ -114,3 +119,9 @@ def test_a_directory_without_a_docstore_is_refused(tmp_path: Path) -> None:
 
     with pytest.raises(ConfigError, match="has no docstore"):
         build_crawl_dataset(tmp_path, tmp_path / "out")
+
+
+def test_ids_that_are_not_urls_get_a_collection_url() -> None:
+    assert document_url("cisi", "12") == "beir://cisi/12"
+    assert url_depth(document_url("cisi", "12")) == 1
+    assert document_url("pydocs", "https://docs.test/library/os.html") == "https://docs.test/library/os.html"
