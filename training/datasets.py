@@ -10,7 +10,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from core.errors import ConfigError
-from core.types import Document, doc_id_for
+from core.types import DocId, Document, doc_id_for
 
 DOCUMENTS_VERSION = 4
 """Bumped when ``iter_documents`` changes what it yields (2: PageRank; 3: metadata headings
@@ -48,7 +48,7 @@ class BeirDataset:
         raw = f"{self.root.resolve()}:{stat.st_size}:{stat.st_mtime_ns}:{DOCUMENTS_VERSION}"
         return hashlib.blake2b(raw.encode(), digest_size=6).hexdigest()
 
-    def doc_id(self, external_id: str) -> int:
+    def doc_id(self, external_id: str) -> DocId:
         return doc_id_for(f"beir:{self.name}:{external_id}")
 
     def leaked_anchors(self) -> dict[str, set[str]]:
@@ -108,8 +108,9 @@ class BeirDataset:
                 anchors = tuple(
                     str(a) for a in metadata.get("anchors") or () if _anchor_key(str(a)) not in drop
                 )
+                doc_id = self.doc_id(external_id)
                 yield Document(
-                    doc_id=doc_id_for(f"beir:{self.name}:{external_id}"),
+                    doc_id=doc_id,
                     url=document_url(self.name, external_id),
                     title=str(record.get("title") or ""),
                     body=str(record.get("text") or ""),
@@ -119,7 +120,7 @@ class BeirDataset:
                     lang="en",
                     filetype="txt",
                     external_id=external_id,
-                    pagerank=pagerank.get(doc_id_for(f"beir:{self.name}:{external_id}"), 1.0),
+                    pagerank=pagerank.get(doc_id, 1.0),
                 )
 
     def queries(self) -> dict[str, str]:

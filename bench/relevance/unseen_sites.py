@@ -12,8 +12,8 @@ test, Holm-adjusted over the B rankers):
     .venv/bin/python bench/relevance/unseen_sites.py [--site pgdocs] [--rebuild] \\
         [--b ltr:v3] [--out bench/results/unseen-sites.md]
 
-A site that a model was trained on is not unseen for it: the model card lists its
-collections, and the report says which sites the compared models saw.
+A site that a model was trained on is not unseen for it: its model card lists the
+collections it was trained on.
 """
 
 from __future__ import annotations
@@ -65,8 +65,10 @@ def _trawl(*args: str) -> str:
 def build_set(site: Site, out: Path) -> None:
     """Crawl ``site`` on loopback into a scratch directory and write its judged set to ``out``."""
     with tempfile.TemporaryDirectory(prefix=f"trawl-{site.name}-") as data:
-        _trawl("demo", "--site", str(site.root), "--data", data, "--no-serve", "--no-embed",
-               "--site-port", str(_free_port()))  # fmt: skip
+        port = str(_free_port())
+        _trawl(
+            "demo", "--site", str(site.root), "--data", data, "--no-serve", "--no-embed", "--site-port", port
+        )
         _trawl("dataset", "from-crawl", "--data", str(Path(data) / "crawl"), "--out", str(out))
 
 
