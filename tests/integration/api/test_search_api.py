@@ -20,7 +20,11 @@ from tests.fixtures.docs import SMALL_WEB
 def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServerThread]:
     index = tmp_path_factory.mktemp("api") / "index"
     build_index(SMALL_WEB, index, shards=2)
-    app = create_app(Settings(), index_dir=index)
+    # One module-wide client sends all 79 tests' requests: on a fast machine they pass the
+    # default 50/s budget and get 429s. The limiter has its own tests (test_protection.py).
+    settings = Settings()
+    settings = settings.model_copy(update={"api": settings.api.model_copy(update={"rate_limit_per_s": 0.0})})
+    app = create_app(settings, index_dir=index)
     with ServerThread(app) as running:
         yield running
 
