@@ -547,7 +547,7 @@ def service_default() -> dict[str, Any]:
         "default_when": "this model is served (models/ltr/default or rank.ltr_model) and the "
         "index has vectors; else hybrid, else bm25",
         "why": AUTO_REASONS["ltr"],
-        "choice_metric": "ndcg@10 held out through the served path (rankers.toml ltr-mix); "
+        "choice_metric": "ndcg@10 held out through the served path (rankers.toml ltr, ltr-transfer); "
         "mrr@10 reported beside it",
     }
 

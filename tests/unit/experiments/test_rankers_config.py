@@ -16,9 +16,9 @@ REPO = Path(__file__).resolve().parents[3]
 
 def test_shipped_catalog_loads() -> None:
     catalog = RankerCatalog.load(REPO / "rankers.toml")
-    assert {"bm25", "bm25-notitle", "hybrid", "ltr:v3", "ltr:v3+ce"} <= set(catalog.names())
-    ltr = catalog.get("ltr:v3+ce")
-    assert (ltr.key, ltr.ranker, ltr.stages[-1]) == ("ltr:v3+ce@v4", "ltr", "cross-encoder")
+    assert {"bm25", "bm25-notitle", "hybrid", "ltr:v3", "ltr:v4", "ltr:v4+ce"} <= set(catalog.names())
+    ltr = catalog.get("ltr:v4+ce")
+    assert (ltr.key, ltr.ranker, ltr.stages[-1]) == ("ltr:v4+ce@v1", "ltr", "cross-encoder")
     assert ltr.options == {"cross_encoder": "on", "model": "models/ltr/default"}
 
 
