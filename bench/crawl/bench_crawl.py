@@ -30,7 +30,7 @@ REPO = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(REPO))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from bench_site import BenchSite  # noqa: E402
+from bench_site import BenchSite, build_pages  # noqa: E402
 
 from tests.fixtures.pg_server import PgCluster, PgUnavailable, running_cluster  # noqa: E402
 
@@ -163,11 +163,15 @@ def run_scrapy(site: BenchSite, concurrency: int) -> dict[str, float]:
 
 
 def extraction(pages: list[bytes], label: str) -> None:
+    """Bare selectolax against Trawl's extraction, CPU time, two ways: ``parse_html`` and
+    fingerprints (the figure issue 16 sets its target on), and ``extract_page`` and
+    fingerprints, what a crawl worker runs per page (sniffing, decoding, the depth bound)."""
     from selectolax.lexbor import LexborHTMLParser
 
     from crawl.content import decode_html
     from crawl.dedup import fingerprints
     from crawl.extract import parse_html
+    from crawl.parsing import PageJob, extract_page
 
     texts = [p.decode("utf-8", "replace") for p in pages]
     started = time.process_time()
@@ -183,10 +187,18 @@ def extraction(pages: list[bytes], label: str) -> None:
         page = parse_html(html, f"http://127.0.0.1:8000/dir/page{i}.html")
         fingerprints(page.body)
     ours = len(pages) / (time.process_time() - started)
+    started = time.process_time()
+    for i, raw in enumerate(pages):
+        job = PageJob(raw, "text/html", "utf-8", f"http://127.0.0.1:8000/dir/page{i}.html", "", 10_000, 512)
+        parsed = extract_page(job)
+        if parsed is not None:
+            fingerprints(parsed.body)
+    worker = len(pages) / (time.process_time() - started)
     mb = sum(map(len, pages)) / 1e6
     print(
         f"extraction [{label}: {len(pages)} pages, {mb:.1f} MB]: bare selectolax {bare:.0f} pages/s; "
-        f"crawl.extract + dedup fingerprints {ours:.0f} pages/s ({ours / bare:.2f}×)"
+        f"crawl.extract + dedup fingerprints {ours:.0f} pages/s ({ours / bare:.2f}×); "
+        f"crawl.parsing.extract_page + fingerprints {worker:.0f} pages/s ({worker / bare:.2f}×)"
     )
 
 
@@ -199,8 +211,13 @@ def main() -> None:
     parser.add_argument("--pythonpath", action="append", default=[], help="Extra import path for both.")
     parser.add_argument("--no-scrapy", action="store_true")
     parser.add_argument("--no-fleet", action="store_true", help="Skip the PostgreSQL rows.")
+    parser.add_argument("--extraction-only", action="store_true", help="Only the extraction rows.")
     args = parser.parse_args()
     EXTRA_PATH.extend(args.pythonpath)
+    if args.extraction_only:
+        hosts = [f"127.0.0.1:{8000 + h}" for h in range(args.hosts)]
+        _extraction_rows(list(build_pages(hosts, args.pages_per_host).values()))
+        return
     runners: dict[str, Callable[[BenchSite, int], dict[str, float]]] = {
         "minimal httpx+selectolax": run_minimal,
         "trawl crawl (1 worker, SQLite)": run_trawl,
@@ -233,6 +250,10 @@ def main() -> None:
         )
     print(f"load average (1, 5, 15 min) after the crawls: {os.getloadavg()}")
     print()
+    _extraction_rows(pages)
+
+
+def _extraction_rows(pages: list[bytes]) -> None:
     extraction(pages[:2000], "benchmark site")
     docs = sorted(glob.glob("/usr/share/doc/python3.11/html/**/*.html", recursive=True))
     if docs:

@@ -119,3 +119,39 @@ def test_demo_pages_have_clean_body_text_and_snippets() -> None:
             assert "¶" not in snippet and " ( " not in snippet
             assert text.split("(")[0] + "(" in snippet, (relative, snippet)
         assert " ( " not in page.body and " . " not in page.body.replace(" . . ", "")
+
+
+def test_boilerplate_by_role_aria_hidden_and_permalink_class() -> None:
+    """Roles and classes are compared exactly, as the selectors they replace would; the links
+    of removed navigation stay links, and a node matched more than once is removed once."""
+    html = (
+        "<body><div role='navigation'><a href='/nav'>Nav link</a></div>"
+        "<nav role='navigation'>Both nav and role</nav><div role='banner'>Banner</div>"
+        "<div aria-hidden='true'>Hidden</div><div aria-hidden='false'>Shown</div>"
+        "<div role='navigationx'>Not a role</div><div role='search'>Search box</div>"
+        "<div role='main'><h2>Kept<a class='anchor' href='#kept'>#</a></h2>"
+        "<p>Body <a class='reference permalink' href='#p'>link</a><a class='Permalink' href='/cap'>Cap</a>"
+        "<a class='headerlinkish' href='/other'>Other</a></p>"
+        "<header role='main'><h3>Header heading</h3></header></div>"
+        "<aside aria-hidden='true' role='complementary'>Aside</aside></body>"
+    )
+    page = parse_html(html, "http://a.com/page")
+    assert page.body == "Kept Body CapOther"
+    assert page.headings == ("Kept",)
+    assert [link.url for link in page.links] == [
+        "http://a.com/nav",
+        "http://a.com/cap",
+        "http://a.com/other",
+    ]
+    # Without the role="main" node, the body is everything that is not boilerplate.
+    page = parse_html(html.replace("role='main'", ""), "http://a.com/page")
+    assert page.body == "Shown Not a role Search box Kept Body CapOther"
+
+
+def test_the_main_role_and_element_are_chosen_only_when_unique() -> None:
+    one = "<body><p>Outside</p><main role='main'><p>Inside</p></main></body>"
+    assert parse_html(one, "http://a.com/").body == "Inside"
+    two = "<body><p>Outside</p><div role='main'>A</div><div role='main'>B</div><article>C</article></body>"
+    assert parse_html(two, "http://a.com/").body == "C"
+    none = "<body><p>Outside</p><div role='main'>A</div><div role='main'>B</div></body>"
+    assert parse_html(none, "http://a.com/").body == "Outside A B"
