@@ -6,6 +6,7 @@ import random
 
 import pytest
 
+from crawl import dedup
 from crawl.dedup import NearDupIndex, content_hash, fingerprints, hamming, simhash64
 
 
@@ -94,3 +95,15 @@ def test_distance_above_block_bound_is_refused() -> None:
 def test_fingerprints_agree_with_the_single_functions() -> None:
     text = "Some Text, with   punctuation! " + _text(9)
     assert fingerprints(text) == (content_hash(text), simhash64(text), len(text.split()))
+
+
+@pytest.mark.parametrize("words", [1, 2, 300, 5000])
+def test_the_whole_array_ways_give_the_per_item_fingerprints(
+    words: int, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Long texts count word lengths and bit votes another way: the fingerprint may not move."""
+    text = "Ünïcode “quoted” words, " + _text(11, words)
+    monkeypatch.setattr(dedup, "_LONG", 10**9)  # per-item everywhere
+    per_item = fingerprints(text)
+    monkeypatch.setattr(dedup, "_LONG", 1)  # whole-array everywhere
+    assert fingerprints(text) == per_item
