@@ -9,6 +9,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from core.errors import ManifestError, QueryError
+from core.settings import SearchSettings
 from retrieval.analyzer import parse_query
 from retrieval.build import build_index
 from retrieval.lexical import LexicalShard, build_lexical_shard
@@ -148,9 +149,13 @@ def test_any_query_text_searches_without_error(shard: LexicalShard, raw: str) ->
 
 def test_paging_is_consistent(tmp_path: Path) -> None:
     build_index(SMALL_WEB, tmp_path / "idx", shards=2)
-    service = SearchService.open(tmp_path / "idx")
+    # Pages agree on the complete ranked list. The default 1 s deadline is a serving
+    # budget: a shard late for it on a loaded machine is left out of that one answer
+    # (partial, by design), a different list, which failed this test on CI.
+    service = SearchService.open(tmp_path / "idx", SearchSettings(deadline_s=60.0))
     everything = service.search("list lists comprehension", page=1, size=10)
     pages = [service.search("list lists comprehension", page=p, size=2) for p in (1, 2, 3)]
+    assert not any(r.partial for r in (everything, *pages))
     paged = [h.doc_id for page in pages for h in page.hits]
     assert paged == [h.doc_id for h in everything.hits][:6]
     assert all(p.total == everything.total for p in pages)
