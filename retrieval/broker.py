@@ -211,6 +211,10 @@ class Gathered:
     timings_ms: dict[str, float] = field(default_factory=dict)
     features: ShardFeatures | None = None
     """Shard-computed features of the candidates (None unless every shard sent them)."""
+    approximate_scores: bool = False
+    """A shard missed the statistics step, so BM25 used the other shards' document
+    frequencies (or each shard its own): every shard answered, but a later search of the
+    same query may score it differently, so the answer must not be cached."""
 
     @property
     def partial(self) -> bool:
@@ -419,13 +423,18 @@ class Broker:
         Asked of the shards only for terms not seen before: a query of known terms skips
         the statistics round trip.
         """
+        return self._stats(query, deadline)[0]
+
+    def _stats(self, query: Query, deadline: float) -> tuple[CorpusStats | None, bool]:
+        """:meth:`stats`, and whether every shard's frequencies are in them."""
         if len(self.shards) == 1:
-            return None
+            return None, True
         terms = stat_terms(query)
         known = self._df
         cached = [known.get(t) for t in terms]
         if all(c is not None for c in cached):
-            return CorpusStats(self.num_docs, {k: v for c in cached if c is not None for k, v in c.items()})
+            merged = {k: v for c in cached if c is not None for k, v in c.items()}
+            return CorpusStats(self.num_docs, merged), True
         parts, _ = self._fan_out(
             self._everywhere(lambda s, t: s.doc_freqs(query, timeout_s=t)), deadline, phase="stats"
         )
@@ -433,16 +442,17 @@ class Broker:
             # No frequencies at all would read as df = 0 everywhere and inflate every
             # score many times over; each shard's own statistics are the better guess.
             logger.warning("no shard answered the statistics step: shards score with their own")
-            return None
+            return None, False
         stats = CorpusStats.merge(self.num_docs, list(parts.values()))
-        if len(parts) == len(self.shards):  # a shard that did not answer would undercount
+        complete = len(parts) == len(self.shards)
+        if complete:  # a shard that did not answer would undercount
             by_term: dict[str, dict[tuple[str, str], int]] = {t: {} for t in terms}
             for key, value in stats.doc_freq.items():
                 by_term.setdefault(key[1], {})[key] = value
             if len(known) + len(by_term) > DF_CACHE_TERMS:
                 known.clear()
             known.update(by_term)
-        return stats
+        return stats, complete
 
     def gather(
         self,
@@ -474,7 +484,7 @@ class Broker:
         started = time.perf_counter()
         deadline = started + (deadline_s if deadline_s is not None else self.deadline_s)
         # Statistics get at most 40% of the budget: a slow shard must not starve the search.
-        stats = self.stats(query, started + 0.4 * (deadline - started))
+        stats, stats_complete = self._stats(query, started + 0.4 * (deadline - started))
         after_stats = time.perf_counter()
         # With several shards a learned stage's fields come in a second step, for the
         # candidates that survive the global cut only (see AnnotateRequest).
@@ -522,6 +532,7 @@ class Broker:
             hedged=tuple(sorted(set(hedged))),
             timings_ms=timings,
             features=features,
+            approximate_scores=not stats_complete,
         )
 
     def _annotate(

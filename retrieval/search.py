@@ -515,7 +515,7 @@ class SearchService:
             next_cursor=next_cursor,
             timings_ms=timings,
         )
-        if not response.partial:
+        if not response.partial and not any(g.approximate_scores for g in ranked.gathered):
             self.cache.put(key, response)
         return response
 

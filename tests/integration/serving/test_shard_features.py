@@ -19,6 +19,7 @@ from retrieval.hybrid import merge_shards
 from retrieval.layout import lexical_dir
 from retrieval.lexical import LexicalShard
 from retrieval.manifest import IndexRoot, resolve_index
+from retrieval.search import SearchService
 from retrieval.shard_http import HttpShard, create_shard_app
 from retrieval.vector import VectorShard
 from tests.unit.retrieval.test_forward import NOW, _corpus
@@ -171,3 +172,35 @@ def test_without_any_statistics_shards_score_with_their_own(root: Path) -> None:
     own = [LexicalShard(lexical_dir(gen, i)).search(query, k=20) for i in range(2)]
     best_own = max(h.score for r in own for h in r.hits)
     assert got.candidates and max(c.bm25 or 0.0 for c in got.candidates) == best_own
+
+
+def test_scores_from_incomplete_statistics_are_flagged_and_never_cached(root: Path) -> None:
+    """A shard that misses the statistics step leaves BM25 on the others' frequencies: the
+    answer is whole but not the one a later search gives, so it is served and not cached."""
+    gen = resolve_index(root)
+    query = parse_query("wing flow")
+    half = Broker(
+        [
+            [LocalShard(0, LexicalShard(lexical_dir(gen, 0)))],
+            [_NoStatistics(1, LexicalShard(lexical_dir(gen, 1)))],
+        ],
+        deadline_s=60.0,
+    )
+    got = half.gather(query, vector=None, k_lexical=20, k_vector=0)
+    assert got.approximate_scores and not got.partial and {c.shard_id for c in got.candidates} == {0, 1}
+    whole = Broker([[LocalShard(i, LexicalShard(lexical_dir(gen, i)))] for i in range(2)], deadline_s=60.0)
+    assert not whole.gather(query, vector=None, k_lexical=20, k_vector=0).approximate_scores
+
+    service = SearchService.open(root, SearchSettings(use_vectors=False, deadline_s=60.0))
+    shard = service.generation.broker.shards[1][0]
+    assert isinstance(shard, LocalShard)
+    failing = _NoStatistics.doc_freqs.__get__(shard)
+    shard.doc_freqs = failing  # type: ignore[method-assign]
+    first = service.search("wing flow", ranker="bm25")
+    again = service.search("wing flow", ranker="bm25")
+    assert first.hits and not first.partial and not again.cached
+    del shard.doc_freqs  # the statistics step answers again
+    fresh = service.search("wing flow", ranker="bm25")
+    assert not fresh.cached and service.search("wing flow", ranker="bm25").cached
+    # The frequencies were missing, not wrong: the scores move once they are whole.
+    assert [h.score for h in fresh.hits] != [h.score for h in first.hits]
