@@ -15,6 +15,7 @@ from core.types import DocId, Query, ScoredDoc
 from retrieval.forward import ShardFeatures
 from retrieval.hybrid import Candidate, convex, rrf
 from retrieval.lexical import StoredDoc
+from retrieval.rm3 import Rm3
 
 DocFetcher = Callable[[Sequence[Candidate]], Mapping[DocId, StoredDoc]]
 """Stored documents (text, URL, static values) of candidates, from their shards."""
@@ -112,3 +113,23 @@ class DenseStage:
             key=lambda c: (-(c.cosine or 0.0), c.shard_id, c.vector_rank or 0),
         )
         return RankOutput([ScoredDoc(c.doc_id, c.cosine or 0.0) for c in dense])
+
+
+class ExpandedStage:
+    """Another stage's ranking, of the query as RM3 expands it (:mod:`retrieval.rm3`).
+
+    The stage itself ranks as the one it wraps; :attr:`expansion` tells the search path
+    to run a first BM25 search for feedback documents and to gather candidates for the
+    expanded query instead."""
+
+    def __init__(self, inner: RankStage, expansion: Rm3) -> None:
+        self.inner = inner
+        self.expansion = expansion
+        self.name = f"{inner.name}-rm3"
+        self.needs_vector = inner.needs_vector
+        self.with_fields = inner.with_fields
+
+    def rank(
+        self, query: Query, candidates: Sequence[Candidate], *, explain: bool, context: RankContext
+    ) -> RankOutput:
+        return self.inner.rank(query, candidates, explain=explain, context=context)

@@ -41,7 +41,16 @@ from retrieval.generation import Generation, GenerationSet
 from retrieval.hybrid import Candidate
 from retrieval.layout import vocabulary_file
 from retrieval.lexical import StoredDoc, analysed
-from retrieval.ranking import Bm25Stage, ConvexStage, DenseStage, RankContext, RankStage, RrfStage
+from retrieval.ranking import (
+    Bm25Stage,
+    ConvexStage,
+    DenseStage,
+    ExpandedStage,
+    RankContext,
+    RankStage,
+    RrfStage,
+)
+from retrieval.rm3 import Rm3
 from retrieval.snippets import SnippetMatcher, make_snippet
 from retrieval.spelling import SpellerCache
 from retrieval.synonyms import Synonyms
@@ -74,6 +83,9 @@ class RankedList:
     gathered: list[Gathered] = field(default_factory=list)
     stored: dict[DocId, StoredDoc] = field(default_factory=dict)
     """Documents a stage already fetched (LTR reads their text): the page reuses them."""
+    approximate: bool = False
+    """The query was expanded from feedback documents that a late shard, or incomplete
+    statistics, may have changed: the answer is served but not cached."""
 
 
 def normalized(query: Query) -> tuple[object, ...]:
@@ -152,6 +164,8 @@ class SearchService:
             "dense": DenseStage(),
             "hybrid-rrf": RrfStage(settings.rrf_k),
             "hybrid": ConvexStage(settings.hybrid_weight),
+            "bm25-rm3": ExpandedStage(Bm25Stage(), Rm3()),
+            "hybrid-rm3": ExpandedStage(ConvexStage(settings.hybrid_weight), Rm3()),
         }
         self.stages.update(stages or {})
         self.cache: TtlLruCache[SearchResponse] = TtlLruCache(settings.cache_entries, settings.cache_ttl_s)
@@ -289,6 +303,41 @@ class SearchService:
         explain: bool = False,
     ) -> RankedList:
         """The first ``depth`` entries of the generation's ranked list (see module doc)."""
+        expansion = getattr(stage, "expansion", None)
+        if not isinstance(expansion, Rm3):
+            return self._ranked(generation, query, stage, depth, vector=vector, explain=explain)
+        expanded, complete = self.expanded(generation, query, expansion)
+        result = self._ranked(generation, expanded, stage, depth, vector=vector, explain=explain)
+        result.approximate = not complete
+        return result
+
+    def expanded(self, generation: Generation, query: Query, expansion: Rm3) -> tuple[Query, bool]:
+        """``query`` expanded from its best BM25 documents, and whether every shard took
+        part in finding and fetching them (else the expansion may differ next time)."""
+        broker = generation.broker
+        feedback = broker.gather(query, vector=None, k_lexical=expansion.feedback_docs, k_vector=0)
+        top = sorted(
+            (c for c in feedback.candidates if c.bm25 is not None),
+            key=lambda c: (-(c.bm25 or 0.0), c.shard_id, c.lexical_rank or 0),
+        )[: expansion.feedback_docs]
+        by_shard: dict[int, list[DocId]] = {}
+        for candidate in top:
+            by_shard.setdefault(candidate.shard_id, []).append(candidate.doc_id)
+        stored = broker.fetch(by_shard, time.perf_counter() + self.settings.deadline_s) if top else {}
+        docs = [(c.bm25 or 0.0, stored[c.doc_id]) for c in top if c.doc_id in stored]
+        complete = not (feedback.partial or feedback.approximate_scores) and len(docs) == len(top)
+        return expansion.expand(query, docs), complete
+
+    def _ranked(
+        self,
+        generation: Generation,
+        query: Query,
+        stage: RankStage,
+        depth: int,
+        *,
+        vector: NDArray[np.float32] | None,
+        explain: bool = False,
+    ) -> RankedList:
         broker = generation.broker
         if not stage.needs_vector:
             gathered = broker.gather(
@@ -515,7 +564,8 @@ class SearchService:
             next_cursor=next_cursor,
             timings_ms=timings,
         )
-        if not response.partial and not any(g.approximate_scores for g in ranked.gathered):
+        approximate = ranked.approximate or any(g.approximate_scores for g in ranked.gathered)
+        if not response.partial and not approximate:
             self.cache.put(key, response)
         return response
 

@@ -59,9 +59,18 @@ def register_ranker(name: str) -> Callable[[RankerFactory], RankerFactory]:
     return wrap
 
 
-SERVED_RANKERS: tuple[str, ...] = ("bm25", "dense", "hybrid-rrf", "hybrid", "ltr", "ltr+ce")
+SERVED_RANKERS: tuple[str, ...] = (
+    "bm25",
+    "bm25-rm3",
+    "dense",
+    "hybrid-rrf",
+    "hybrid",
+    "hybrid-rm3",
+    "ltr",
+    "ltr+ce",
+)
 """Stage names of :class:`retrieval.search.SearchService` (and ``rerank.pipeline``)."""
-VECTOR_RANKERS: frozenset[str] = frozenset(SERVED_RANKERS) - {"bm25"}
+VECTOR_RANKERS: frozenset[str] = frozenset(SERVED_RANKERS) - {"bm25", "bm25-rm3"}
 
 
 def ranker_names() -> list[str]:

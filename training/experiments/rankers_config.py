@@ -39,7 +39,7 @@ from training.experiments import baselines as _baselines  # noqa: F401  (registe
 logger = logging.getLogger(__name__)
 
 NAME_PATTERN = re.compile(r"^[a-z0-9][a-z0-9._+:-]{0,63}$")
-STAGES: tuple[str, ...] = ("bm25", "vector", "rrf", "fusion", "ltr", "cross-encoder")
+STAGES: tuple[str, ...] = ("bm25", "rm3", "vector", "rrf", "fusion", "ltr", "cross-encoder")
 _KEYS = frozenset({"version", "ranker", "stages", "params", "models", "description"})
 
 

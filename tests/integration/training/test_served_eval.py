@@ -72,7 +72,7 @@ def assert_same_as_api(
             assert result_run[qid] == api_ranking(client, texts[qid], ranker), (ranker, qid)
 
 
-@pytest.mark.parametrize("ranker", ["bm25", "dense", "hybrid-rrf", "hybrid"])
+@pytest.mark.parametrize("ranker", ["bm25", "bm25-rm3", "dense", "hybrid-rrf", "hybrid", "hybrid-rm3"])
 def test_eval_scores_what_the_api_serves(settings: Settings, slice_dir: Path, ranker: str) -> None:
     result = evaluate(slice_dir, ranker, settings=settings)
     assert result.extra["path"] == "served"
