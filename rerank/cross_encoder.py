@@ -158,6 +158,9 @@ class CrossEncoderStage:
     """
 
     with_fields = True
+    reads_query_text = True
+    """The cross-encoder reads the query as typed (order, case), not just its analysed terms:
+    the search cache keys its answers by that text too."""
 
     def __init__(
         self,

@@ -1,6 +1,7 @@
 """Opaque deep-paging cursors pinned to a generation, signed so that only this service mints them.
 
-A cursor carries the generation, the query, the ranker and the offset reached. The
+A cursor carries the generation, the query, its filters (``site``, ``lang``,
+``filetype`` as request parameters), the ranker and the offset reached. The
 ranked list of a generation is deterministic (see ``SearchService.ranked``), so
 following cursors gives every result once, with no gaps, even when a new generation
 is published in the middle: the cursor keeps reading the generation it started on.
@@ -45,6 +46,11 @@ class Cursor:
     ranker: str
     offset: int
     size: int
+    site: str | None = None
+    lang: str | None = None
+    filetype: str | None = None
+    """The filter parameters the first page was asked with (a filter written in the query
+    text travels in ``query``): a cursor continues the list they selected, never another."""
 
 
 def _b64(data: bytes) -> str:
@@ -115,6 +121,7 @@ class CursorCodec:
                 "r": cursor.ranker,
                 "o": cursor.offset,
                 "s": cursor.size,
+                "f": [cursor.site, cursor.lang, cursor.filetype],
             },
             separators=(",", ":"),
         ).encode()
@@ -139,4 +146,11 @@ class CursorCodec:
         offset = _bounded_int(data, "o", size, max(size, self.max_depth - size), "depth")
         if offset % size:
             raise QueryError(f"The cursor's depth {offset} is not a whole number of pages; {START_AGAIN}.")
-        return Cursor(generation, data["q"], data["r"], offset, size)
+        filters = data.get("f", [None, None, None])
+        if (
+            not isinstance(filters, list)
+            or len(filters) != 3
+            or any(f is not None and not isinstance(f, str) for f in filters)
+        ):
+            raise QueryError(f"The cursor is not valid; {START_AGAIN}.")
+        return Cursor(generation, data["q"], data["r"], offset, size, *filters)

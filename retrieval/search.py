@@ -88,11 +88,24 @@ class RankedList:
     statistics, may have changed: the answer is served but not cached."""
 
 
+def ranking_text(query: Query, stage: RankStage) -> str:
+    """What of the query's text, beyond :func:`normalized`, the stage's ranking reads.
+
+    A query vector encodes the words as typed (``comprehension list`` and ``list
+    comprehension`` get different vectors and scores), and a cross-encoder reads the raw
+    query, so for those stages the cache must tell such queries apart; BM25 and LTR over
+    BM25 features see only the analysed terms."""
+    if getattr(stage, "reads_query_text", False):
+        return query.raw
+    return query.positive_text if stage.needs_vector else ""
+
+
 def normalized(query: Query) -> tuple[object, ...]:
     """What the ranking depends on: analysed terms with counts, phrases, exclusions, filters.
 
     ``Heat  Transfer`` and ``heat transfer`` share a cache entry; word order of free
-    terms does not matter to any ranker, so it does not split entries either.
+    terms does not matter to the lexical rankers, so it does not split entries either
+    (:func:`ranking_text` adds what vector and cross-encoder stages also read).
     """
     terms = tuple(sorted(Counter(t for text in query.terms for t in analysed(text)).items()))
     phrases = tuple(sorted(" ".join(analysed(p)) for p in query.phrases))
@@ -265,6 +278,27 @@ class SearchService:
         if size < 1 or size > s.max_page_size:
             raise BadParameter(f"size={size} is out of range; use 1 to {s.max_page_size}.")
         return PageRequest((page - 1) * size, size)
+
+    def _pinned_filters(
+        self, pinned: Cursor, *, site: str | None, lang: str | None, filetype: str | None
+    ) -> tuple[str | None, str | None, str | None]:
+        """The cursor's filters; a filter parameter sent beside the cursor must agree with them.
+
+        A cursor pages through one ranked list: the filters select that list, so a
+        different one beside the cursor would mix two lists (and the cursor alone, as
+        clients send it, must not drop them)."""
+        checks = (
+            ("site", site, pinned.site, normalize_site),
+            ("lang", lang, pinned.lang, normalize_lang),
+            ("filetype", filetype, pinned.filetype, normalize_filetype),
+        )
+        for name, given, kept, norm in checks:
+            if given and (not kept or norm(given) != norm(kept)):
+                raise QueryError(
+                    f"{name} cannot change while following a cursor (it pages through the list "
+                    f"{name}={kept or '(none)'} selected); start the search again."
+                )
+        return pinned.site, pinned.lang, pinned.filetype
 
     def parse(
         self, raw: str, *, site: str | None = None, lang: str | None = None, filetype: str | None = None
@@ -507,6 +541,7 @@ class SearchService:
             request = PageRequest(pinned.offset, pinned.size)
             if size is not None and size != pinned.size:
                 raise QueryError("size cannot change while following a cursor; start the search again.")
+            site, lang, filetype = self._pinned_filters(pinned, site=site, lang=lang, filetype=filetype)
         else:
             generation = self.generation
             request = self.page_request(page, size)
@@ -517,6 +552,7 @@ class SearchService:
         key = (
             generation.id,
             normalized(query),
+            ranking_text(query, stage),
             request.offset,
             request.size,
             stage.name,
@@ -538,13 +574,25 @@ class SearchService:
         timings["retrieve_rank"] = (time.perf_counter() - t0) * 1000
         page_hits = ranked.ranked[request.offset : depth]
         t0 = time.perf_counter()
-        hits = self._hits(generation, query, page_hits, ranked, explain=explain, snippets=snippets)
+        hits, lost = self._hits(generation, query, page_hits, ranked, explain=explain, snippets=snippets)
         timings["snippets"] = (time.perf_counter() - t0) * 1000
-        missing = sorted({s for g in ranked.gathered for s in g.missing_shards})
+        # A shard that ranked a hit and then failed to return it is missing from this page.
+        missing = sorted({s for g in ranked.gathered for s in g.missing_shards} | lost)
         missing_vector = sorted({s for g in ranked.gathered for s in g.missing_vector})
         has_more = depth < ranked.total and not (ranked.exhausted and depth >= len(ranked.ranked))
         next_cursor = (
-            self.cursors.encode(Cursor(generation.id, raw, stage.name, depth, request.size))
+            self.cursors.encode(
+                Cursor(
+                    generation.id,
+                    raw,
+                    stage.name,
+                    depth,
+                    request.size,
+                    site or None,
+                    lang or None,
+                    filetype or None,
+                )
+            )
             if has_more and hits and depth + request.size <= self.settings.max_cursor_depth
             else None
         )
@@ -578,18 +626,21 @@ class SearchService:
         *,
         explain: bool,
         snippets: bool = True,
-    ) -> list[Hit]:
+    ) -> tuple[list[Hit], set[int]]:
+        """The page's hits, and the shards whose hits could not be fetched (left out)."""
         stored = self._fetch(generation, [ranked.candidates[h.doc_id] for h in page_hits], ranked.stored)
         positive = (*query.terms, *query.phrases)
         matcher = SnippetMatcher(
             {t for text in positive for t in analysed(text)}, [w for t in positive for w in t.split()]
         )
         hits: list[Hit] = []
+        lost: set[int] = set()
         kept_hashes: list[int] = []
         for position, scored in enumerate(page_hits):
             doc = stored.get(scored.doc_id)
             if doc is None:
-                continue  # its shard died between ranking and fetching: the response is partial
+                lost.add(ranked.candidates[scored.doc_id].shard_id)  # died between ranking and fetching
+                continue
             candidate = ranked.candidates[scored.doc_id]
             info: dict[str, Any] | None = None
             if explain:
@@ -624,7 +675,7 @@ class SearchService:
                     explain=info,
                 )
             )
-        return hits
+        return hits, lost
 
     def warm(self, generation: Generation) -> None:
         """Touch a generation's indexes before it serves (page cache, lazy structures).

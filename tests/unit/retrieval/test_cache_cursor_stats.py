@@ -75,6 +75,16 @@ def test_signed_cursor_is_still_held_to_the_caps(o: object, s: object, message: 
         codec().decode(forged({"g": "g1", "q": "x", "r": "bm25", "o": o, "s": s}))
 
 
+def test_cursor_carries_its_filters_and_refuses_malformed_ones() -> None:
+    cursor = Cursor("g1", "heat", "bm25", 10, 10, site="docs.python.org", lang=None, filetype="pdf")
+    assert codec().decode(codec().encode(cursor)) == cursor
+    # A cursor minted before filters travelled in it reads as unfiltered.
+    assert codec().decode(forged({"g": "g1", "q": "x", "r": "bm25", "o": 10, "s": 10})).site is None
+    for bad in ("docs", [1, None, None], [None, None], {"site": "x"}):
+        with pytest.raises(QueryError, match="not valid"):
+            codec().decode(forged({"g": "g1", "q": "x", "r": "bm25", "o": 10, "s": 10, "f": bad}))
+
+
 def test_cursor_key_is_created_once_under_the_index_root(tmp_path: Path) -> None:
     first = load_or_create_key(tmp_path)
     assert len(first) == 32 and load_or_create_key(tmp_path) == first
