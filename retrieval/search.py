@@ -88,6 +88,40 @@ class RankedList:
     statistics, may have changed: the answer is served but not cached."""
 
 
+@dataclass(frozen=True, slots=True)
+class RequestBudget:
+    """One search's deadline, shared by every broker call it makes.
+
+    A fused ranker's list can take several gathering rounds (widening windows) and then a
+    fetch; with one deadline per call, a hung shard cost a deadline per round. Every call
+    now gets what is left, but at least :data:`CALL_FLOOR` of the deadline (a fetch after
+    a slow round must still reach the healthy shards), and no further round starts once
+    the budget is spent: a search ends within about 1.5 deadlines, whatever a shard does.
+    """
+
+    deadline_s: float
+    ends: float
+
+    @classmethod
+    def starting_now(cls, deadline_s: float) -> RequestBudget:
+        return cls(deadline_s, time.perf_counter() + deadline_s)
+
+    def seconds(self) -> float:
+        """For a broker call that takes a duration (``gather``)."""
+        return max(self.ends - time.perf_counter(), CALL_FLOOR * self.deadline_s)
+
+    def until(self) -> float:
+        """For a broker call that takes an absolute time (``fetch``)."""
+        return time.perf_counter() + self.seconds()
+
+    def spent(self) -> bool:
+        return time.perf_counter() >= self.ends
+
+
+CALL_FLOOR = 0.25
+"""The share of the deadline a broker call gets even once the request's budget is spent."""
+
+
 def ranking_text(query: Query, stage: RankStage) -> str:
     """What of the query's text, beyond :func:`normalized`, the stage's ranking reads.
 
@@ -335,21 +369,31 @@ class SearchService:
         *,
         vector: NDArray[np.float32] | None,
         explain: bool = False,
+        budget: RequestBudget | None = None,
     ) -> RankedList:
         """The first ``depth`` entries of the generation's ranked list (see module doc)."""
+        budget = budget or RequestBudget.starting_now(self.settings.deadline_s)
         expansion = getattr(stage, "expansion", None)
         if not isinstance(expansion, Rm3):
-            return self._ranked(generation, query, stage, depth, vector=vector, explain=explain)
-        expanded, complete = self.expanded(generation, query, expansion)
-        result = self._ranked(generation, expanded, stage, depth, vector=vector, explain=explain)
-        result.approximate = not complete
+            return self._ranked(
+                generation, query, stage, depth, vector=vector, explain=explain, budget=budget
+            )
+        expanded, complete = self.expanded(generation, query, expansion, budget)
+        result = self._ranked(
+            generation, expanded, stage, depth, vector=vector, explain=explain, budget=budget
+        )
+        result.approximate = result.approximate or not complete
         return result
 
-    def expanded(self, generation: Generation, query: Query, expansion: Rm3) -> tuple[Query, bool]:
+    def expanded(
+        self, generation: Generation, query: Query, expansion: Rm3, budget: RequestBudget
+    ) -> tuple[Query, bool]:
         """``query`` expanded from its best BM25 documents, and whether every shard took
         part in finding and fetching them (else the expansion may differ next time)."""
         broker = generation.broker
-        feedback = broker.gather(query, vector=None, k_lexical=expansion.feedback_docs, k_vector=0)
+        feedback = broker.gather(
+            query, vector=None, k_lexical=expansion.feedback_docs, k_vector=0, deadline_s=budget.seconds()
+        )
         top = sorted(
             (c for c in feedback.candidates if c.bm25 is not None),
             key=lambda c: (-(c.bm25 or 0.0), c.shard_id, c.lexical_rank or 0),
@@ -357,7 +401,7 @@ class SearchService:
         by_shard: dict[int, list[DocId]] = {}
         for candidate in top:
             by_shard.setdefault(candidate.shard_id, []).append(candidate.doc_id)
-        stored = broker.fetch(by_shard, time.perf_counter() + self.settings.deadline_s) if top else {}
+        stored = broker.fetch(by_shard, budget.until()) if top else {}
         docs = [(c.bm25 or 0.0, stored[c.doc_id]) for c in top if c.doc_id in stored]
         complete = not (feedback.partial or feedback.approximate_scores) and len(docs) == len(top)
         return expansion.expand(query, docs), complete
@@ -371,18 +415,24 @@ class SearchService:
         *,
         vector: NDArray[np.float32] | None,
         explain: bool = False,
+        budget: RequestBudget,
     ) -> RankedList:
         broker = generation.broker
         if not stage.needs_vector:
             gathered = broker.gather(
-                query, vector=None, k_lexical=depth, k_vector=0, with_fields=stage.with_fields
+                query,
+                vector=None,
+                k_lexical=depth,
+                k_vector=0,
+                with_fields=stage.with_fields,
+                deadline_s=budget.seconds(),
             )
             stored: dict[DocId, StoredDoc] = {}
             out = stage.rank(
                 query,
                 gathered.candidates,
                 explain=explain,
-                context=self._context(generation, stored, gathered),
+                context=self._context(generation, stored, gathered, budget),
             )
             return RankedList(
                 out.ranked[:depth],
@@ -401,16 +451,25 @@ class SearchService:
         fetched: dict[DocId, StoredDoc] = {}
         k_vector = window if vector is not None else 0
         exhausted = False
+        cut_short = False
         lexical_total = 0
-        for _tier in range(MAX_TIERS):
+        for tier in range(MAX_TIERS):
+            if tier and budget.spent():
+                cut_short = True  # the page gets what the rounds so far ranked
+                break
             gathered = broker.gather(
-                query, vector=vector, k_lexical=window, k_vector=k_vector, with_fields=stage.with_fields
+                query,
+                vector=vector,
+                k_lexical=window,
+                k_vector=k_vector,
+                with_fields=stage.with_fields,
+                deadline_s=budget.seconds(),
             )
             all_gathered.append(gathered)
             lexical_total = gathered.lexical_total
             fresh = [c for c in gathered.candidates if c.doc_id not in candidates]
             out = stage.rank(
-                query, fresh, explain=explain, context=self._context(generation, fetched, gathered)
+                query, fresh, explain=explain, context=self._context(generation, fetched, gathered, budget)
             )
             ranked.extend(out.ranked)
             explanations.update(out.explain)
@@ -432,10 +491,15 @@ class SearchService:
             exhausted and len(ranked) <= depth,  # entries cut off at depth are still to come
             all_gathered,
             fetched,
+            approximate=cut_short,
         )
 
     def _fetch(
-        self, generation: Generation, candidates: Sequence[Candidate], cache: dict[DocId, StoredDoc]
+        self,
+        generation: Generation,
+        candidates: Sequence[Candidate],
+        cache: dict[DocId, StoredDoc],
+        budget: RequestBudget,
     ) -> dict[DocId, StoredDoc]:
         """Stored documents of ``candidates`` from their shards, each fetched once per request."""
         by_shard: dict[int, list[DocId]] = {}
@@ -443,14 +507,14 @@ class SearchService:
             if c.doc_id not in cache:
                 by_shard.setdefault(c.shard_id, []).append(c.doc_id)
         if by_shard:
-            cache.update(generation.broker.fetch(by_shard, time.perf_counter() + self.settings.deadline_s))
+            cache.update(generation.broker.fetch(by_shard, budget.until()))
         return {c.doc_id: cache[c.doc_id] for c in candidates if c.doc_id in cache}
 
     def _context(
-        self, generation: Generation, cache: dict[DocId, StoredDoc], gathered: Gathered
+        self, generation: Generation, cache: dict[DocId, StoredDoc], gathered: Gathered, budget: RequestBudget
     ) -> RankContext:
         return RankContext(
-            fetch=lambda cs: self._fetch(generation, cs, cache),
+            fetch=lambda cs: self._fetch(generation, cs, cache, budget),
             generation=generation.id,
             features=gathered.features,
         )
@@ -528,6 +592,7 @@ class SearchService:
         snippets: bool = True,
     ) -> SearchResponse:
         started = time.perf_counter()
+        budget = RequestBudget(self.settings.deadline_s, started + self.settings.deadline_s)
         self.generations.refresh()
         if cursor:
             pinned = self.cursors.decode(cursor)
@@ -570,11 +635,13 @@ class SearchService:
         timings["encode"] = (time.perf_counter() - t0) * 1000
         t0 = time.perf_counter()
         depth = request.offset + request.size
-        ranked = self.ranked(generation, query, stage, depth, vector=vector, explain=explain)
+        ranked = self.ranked(generation, query, stage, depth, vector=vector, explain=explain, budget=budget)
         timings["retrieve_rank"] = (time.perf_counter() - t0) * 1000
         page_hits = ranked.ranked[request.offset : depth]
         t0 = time.perf_counter()
-        hits, lost = self._hits(generation, query, page_hits, ranked, explain=explain, snippets=snippets)
+        hits, lost = self._hits(
+            generation, query, page_hits, ranked, budget, explain=explain, snippets=snippets
+        )
         timings["snippets"] = (time.perf_counter() - t0) * 1000
         # A shard that ranked a hit and then failed to return it is missing from this page.
         missing = sorted({s for g in ranked.gathered for s in g.missing_shards} | lost)
@@ -623,12 +690,14 @@ class SearchService:
         query: Query,
         page_hits: Sequence[ScoredDoc],
         ranked: RankedList,
+        budget: RequestBudget,
         *,
         explain: bool,
         snippets: bool = True,
     ) -> tuple[list[Hit], set[int]]:
         """The page's hits, and the shards whose hits could not be fetched (left out)."""
-        stored = self._fetch(generation, [ranked.candidates[h.doc_id] for h in page_hits], ranked.stored)
+        candidates = [ranked.candidates[h.doc_id] for h in page_hits]
+        stored = self._fetch(generation, candidates, ranked.stored, budget)
         positive = (*query.terms, *query.phrases)
         matcher = SnippetMatcher(
             {t for text in positive for t in analysed(text)}, [w for t in positive for w in t.split()]
