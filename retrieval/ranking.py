@@ -104,6 +104,9 @@ class DenseStage:
     name = "dense"
     needs_vector = True
     with_fields = False
+    vector_only = True
+    """It ranks the first round's vector candidates and nothing else: its list ends there
+    (no wider lexical rounds, a total of what it can list)."""
 
     def rank(
         self, query: Query, candidates: Sequence[Candidate], *, explain: bool, context: RankContext

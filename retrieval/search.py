@@ -475,7 +475,7 @@ class SearchService:
             explanations.update(out.explain)
             candidates.update({c.doc_id: c for c in fresh})
             lexical_seen = sum(1 for c in gathered.candidates if c.bm25 is not None)
-            if lexical_seen >= lexical_total:
+            if lexical_seen >= lexical_total or getattr(stage, "vector_only", False):
                 exhausted = True
                 break
             if len(ranked) >= depth:
@@ -483,11 +483,15 @@ class SearchService:
             window *= 4
             k_vector = 0  # vector candidates only in tier 0: the list stays finite
         vector_only = sum(1 for c in candidates.values() if c.bm25 is None)
+        # A vector candidate without a BM25 score may still match the query lexically
+        # (below the lexical window), so this total can count it twice: an upper bound.
+        # A vector-only stage's list is exactly what it ranked.
+        total = len(ranked) if getattr(stage, "vector_only", False) else lexical_total + vector_only
         return RankedList(
             ranked[:depth],
             candidates,
             explanations,
-            lexical_total + vector_only,
+            total,
             exhausted and len(ranked) <= depth,  # entries cut off at depth are still to come
             all_gathered,
             fetched,
