@@ -684,7 +684,10 @@ class SearchService:
             timings_ms=timings,
         )
         approximate = ranked.approximate or any(g.approximate_scores for g in ranked.gathered)
-        if not response.partial and not approximate:
+        # An in-place update reopens a generation under the same id (and clears the cache)
+        # while this search ran on the old object: its answer is then the old index's.
+        current = self.generations.get(generation.id) is generation
+        if not response.partial and not approximate and current:
             self.cache.put(key, response)
         return response
 
