@@ -579,6 +579,13 @@ class Broker:
         self, doc_ids_by_shard: Mapping[int, Sequence[DocId]], deadline: float
     ) -> dict[DocId, StoredDoc]:
         """Stored documents for display, from whichever replica answers."""
+        return self.fetch_reporting(doc_ids_by_shard, deadline)[0]
+
+    def fetch_reporting(
+        self, doc_ids_by_shard: Mapping[int, Sequence[DocId]], deadline: float
+    ) -> tuple[dict[DocId, StoredDoc], tuple[int, ...]]:
+        """:meth:`fetch`, and the shards that did not answer: a document missing from the
+        result is then unknown rather than absent (a 503, not a 404)."""
 
         def fetch_call(ids: Sequence[DocId]) -> ShardCall[dict[DocId, StoredDoc]]:
             return lambda s, t: s.fetch(ids, timeout_s=t)
@@ -588,4 +595,4 @@ class Broker:
         out: dict[DocId, StoredDoc] = {}
         for docs in found.values():
             out.update(docs)
-        return out
+        return out, tuple(sorted(set(calls) - set(found)))

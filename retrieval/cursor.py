@@ -1,5 +1,9 @@
 """Opaque deep-paging cursors pinned to a generation, signed so that only this service mints them.
 
+The generation a cursor names is a *view* (``Generation.view``): the generation id, plus
+the mark of the in-place update it was opened at, so an update does not switch the list
+under a cursor (DECISIONS 38).
+
 A cursor carries the generation, the query, its filters (``site``, ``lang``,
 ``filetype`` as request parameters), the ranker and the offset reached. The
 ranked list of a generation is deterministic (see ``SearchService.ranked``), so

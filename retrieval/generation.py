@@ -13,7 +13,8 @@ import os
 import threading
 import time
 from collections import OrderedDict
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Self
 
@@ -43,14 +44,33 @@ def open_vectors(gen_dir: Path, shard: int) -> VectorShard | None:
         return None
 
 
+def pinned_to(backend: ShardBackend, generation: str) -> ShardBackend:
+    """``backend`` asking for ``generation`` in every call, where it can (a shard process
+    serves several; an in-process shard is one generation's already)."""
+    pin = getattr(backend, "pinned", None)
+    return pin(generation) if callable(pin) else backend
+
+
 class Generation:
-    """One generation, opened: its manifest, its broker, and the embedding model its vectors need."""
+    """One generation, opened: its manifest, its broker, and the embedding model its vectors need.
+
+    ``view`` names this opening of it: the generation id, plus the mark of the last
+    in-place update it was opened at (:func:`view_key`). An update reopens the
+    generation under the same id but a new view, and a cursor pins the view, so it keeps
+    paging through the list it started on (an id alone would switch lists under it).
+    """
 
     def __init__(self, path: Path, manifest: IndexManifest, broker: Broker, vector_model: str | None) -> None:
         self.path = path
         self.manifest = manifest
         self.broker = broker
         self.vector_model = vector_model
+        self.view = manifest.generation
+        self.users = 0
+        """Searches running on it now (:meth:`GenerationSet.using`): it is closed only at zero."""
+        self.retired = False
+        """Dropped from the set: closed as soon as the last search on it ends."""
+        self._closed = False
 
     @property
     def id(self) -> str:
@@ -77,7 +97,7 @@ class Generation:
         boosts = FieldBoosts.from_settings(settings)
         shards: list[list[ShardBackend]]
         if remote is not None:
-            shards = [list(r) for r in remote]
+            shards = [[pinned_to(replica, manifest.generation) for replica in r] for r in remote]
             if len(shards) != manifest.shards:
                 raise IndexStateError(
                     f"{len(shards)} shard addresses given but generation {manifest.generation} has "
@@ -97,7 +117,14 @@ class Generation:
         return cls(path, manifest, broker, vector_model)
 
     def close(self) -> None:
-        self.broker.close()
+        if not self._closed:
+            self._closed = True
+            self.broker.close()
+
+
+def view_key(generation: str, mark: str | None) -> str:
+    """The name of one opening of ``generation``: its id before any in-place update."""
+    return generation if not mark else f"{generation}~{mark}"
 
 
 class GenerationSet:
@@ -124,13 +151,11 @@ class GenerationSet:
         # Pointer and stamp are read before opening: a publish or an update committed while
         # the shards open then differs from what was read, so the next refresh picks it up.
         self._pointer = self._read_pointer()
-        path = resolve_index(self.index)
-        stamp = read_update_stamp(path)
-        first = opener(path)
-        self._open[first.id] = first
+        first, stamp = self._open_labelled(resolve_index(self.index))
+        self._open[first.view] = first
         self._current = first
-        self._stamps: dict[str, tuple[int, int] | None] = {first.id: stamp}
-        """Per open generation, the in-place update stamp it was opened at (or before)."""
+        self._stamps: dict[str, tuple[int, int] | None] = {first.view: stamp}
+        """Per open view, the in-place update stamp it was opened at (or before)."""
 
     @property
     def current(self) -> Generation:
@@ -162,27 +187,88 @@ class GenerationSet:
         self._pointer_seen = (key, pointer, now)
         return pointer
 
-    def get(self, generation: str) -> Generation | None:
-        return self._open.get(generation)
+    def _open_labelled(self, path: Path) -> tuple[Generation, tuple[int, int] | None]:
+        """Open ``path`` with its view named after the update mark read *before* opening
+        (and the stamp it was opened at): an update committed meanwhile changes the stamp,
+        so the next refresh opens it again under a new view; two openings never share one."""
+        stamp = read_update_stamp(path)
+        mark = read_update_mark(path)
+        generation = self._opener(path)
+        generation.view = view_key(generation.id, mark)
+        return generation, stamp
+
+    def get(self, key: str) -> Generation | None:
+        """The open generation with this view (what a cursor names) or, failing that, the
+        newest open view of the generation with this id."""
+        found = self._open.get(key)
+        if found is not None:
+            return found
+        return next((g for g in reversed(self._open.values()) if g.id == key), None)
+
+    @contextmanager
+    def using(self, key: str | None = None) -> Iterator[Generation | None]:
+        """The serving generation (or the one ``key`` names; None when it is no longer
+        open), kept open until the block ends.
+
+        A publish or an update drops older generations from the set while searches may
+        still run on them: a dropped one is closed when its last search ends, never under
+        one (its broker's thread pools would refuse the next fan-out: an HTTP 500)."""
+        with self._lock:
+            generation = self._current if key is None else self.get(key)
+            if generation is not None:
+                generation.users += 1
+        try:
+            yield generation
+        finally:
+            if generation is not None:
+                with self._lock:
+                    generation.users -= 1
+                    close = generation.retired and generation.users == 0
+                if close:
+                    generation.close()
+
+    def _trim(self) -> list[Generation]:
+        """Drop the oldest views beyond ``keep`` (under the lock); those no search uses are
+        returned to be closed outside it."""
+        unused: list[Generation] = []
+        while len(self._open) > max(self._keep, 1):
+            key = next(iter(self._open))
+            if self._open[key] is self._current:
+                self._open.move_to_end(key)
+                continue
+            old = self._open.pop(key)
+            self._stamps.pop(key, None)
+            old.retired = True
+            if old.users == 0:
+                unused.append(old)
+        return unused
 
     def _reload_if_updated(self) -> None:
         """Reopen the serving generation when the incremental indexer committed to it.
 
-        A fresh ``Generation`` replaces the open one, so a search already running keeps
-        the searchers (and document addresses) it started with. Listeners hear of it as
-        of a publish.
+        The reopened generation is a new view beside the old one, which stays open (within
+        ``keep``) for cursors made on it and closes once unused. Listeners hear of it as of
+        a publish.
         """
         current = self._current
         stamp = read_update_stamp(current.path)
-        if stamp == self._stamps.get(current.id):
+        if stamp == self._stamps.get(current.view):
             return
-        reopened = self._opener(current.path)
+        reopened, stamp = self._open_labelled(current.path)
         with self._lock:
-            if self._current is not current:
-                return
-            self._open[current.id] = reopened
-            self._current = reopened
-            self._stamps[current.id] = stamp
+            if self._current is not current or reopened.view in self._open:
+                superseded = True
+            else:
+                superseded = False
+                self._open[reopened.view] = reopened
+                self._current = reopened
+                self._stamps[reopened.view] = stamp
+                unused = self._trim()
+        if superseded:
+            reopened.close()  # another request reopened it first
+            return
+        for old in unused:
+            old.close()
         for listener in self.listeners:
             listener(reopened)  # e.g. the response cache: its answers are stale now
 
@@ -199,23 +285,20 @@ class GenerationSet:
             if wanted == self._current.id:
                 self._pointer = pointer
                 return False
-            generation = self._open.get(wanted)
+            generation = self.get(wanted)
             if generation is None:
-                path = IndexRoot(self.index).path_of(wanted)
-                stamp = read_update_stamp(path)
-                generation = self._opener(path)
+                generation, stamp = self._open_labelled(IndexRoot(self.index).path_of(wanted))
                 if self._warm is not None:
                     self._warm(generation)
-                self._open[wanted] = generation
-                self._stamps[wanted] = stamp
-            self._open.move_to_end(wanted)
+                self._open[generation.view] = generation
+                self._stamps[generation.view] = stamp
+            self._open.move_to_end(generation.view)
             self._current = generation
             self._pointer = pointer
-            while len(self._open) > self._keep:
-                _, old = self._open.popitem(last=False)
-                if old is not self._current:
-                    old.close()
+            unused = self._trim()
             logger.info("now serving generation %s", wanted)
+        for old in unused:
+            old.close()
         for listener in self.listeners:
             listener(generation)
         return True
@@ -223,6 +306,15 @@ class GenerationSet:
     def close(self) -> None:
         for generation in self._open.values():
             generation.close()
+
+
+def read_update_mark(path: Path) -> str | None:
+    """What the last in-place update wrote into the generation's stamp (None before any):
+    the same in every process that serves these files, so it names a view."""
+    try:
+        return layout.update_stamp(path).read_text(encoding="utf-8").strip() or None
+    except FileNotFoundError:
+        return None
 
 
 def read_update_stamp(path: Path) -> tuple[int, int] | None:

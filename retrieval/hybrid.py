@@ -18,6 +18,7 @@ Fusion baselines:
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
@@ -53,6 +54,10 @@ class Candidate:
     lexical_rank: int | None
     vector_rank: int | None
     field_bm25: tuple[tuple[str, float], ...] = ()
+    lexical_match: bool = False
+    """The document matches the lexical query, in the lexical top-k or below it. A vector
+    candidate without ``bm25`` may still match (deeper in the lexical list): counted once
+    in a ranked list's total, not as lexical match and vector-only document both."""
 
     def field_score(self, field: str) -> float:
         return next((score for name, score in self.field_bm25 if name == field), 0.0)
@@ -105,15 +110,25 @@ def shard_candidates(
     :class:`CandidateFields` (per-field BM25 and exact cosines).
     """
     lexical_hits: list[ScoredDoc] = []
+    lexical_total = 0
     if k_lexical > 0:
         result = lexical.search(query, k=k_lexical, stats=stats)
         lexical_hits = list(result.hits)
+        lexical_total = result.total
         if totals is not None:
             totals.append(result.total)
     vector_hits: list[ScoredDoc] = []
     if vectors is not None and vector is not None and k_vector > 0 and not query.is_empty:
         vector_hits = filtered_vector_hits(lexical, vectors, query, vector, k_vector)
     candidates = union(lexical_hits, vector_hits, shard_id=shard_id)
+    if vector_hits and lexical_total > len(lexical_hits):
+        # Matches below the lexical top-k exist: which vector-only candidates are among them.
+        outside = [c.doc_id for c in candidates if c.bm25 is None]
+        matching = lexical.matching(query, outside, stats=stats)
+        if matching:
+            candidates = [
+                dataclasses.replace(c, lexical_match=True) if c.doc_id in matching else c for c in candidates
+            ]
     if not with_fields:
         return candidates
     fields = CandidateFields.compute(
@@ -184,6 +199,7 @@ class CandidateFields:
                 c.lexical_rank,
                 c.vector_rank,
                 self.field_bm25.get(c.doc_id, ()),
+                c.lexical_match,
             )
             for c in candidates
         ]
@@ -207,6 +223,7 @@ def union(
                 c[0] if c else None,
                 b[1] if b else None,
                 c[1] if c else None,
+                lexical_match=b is not None,
             )
         )
     return out
@@ -257,6 +274,7 @@ def merge_shards(
                 lr,
                 vr,
                 c.field_bm25,
+                c.lexical_match or c.bm25 is not None,  # cut from the global top-k, still a match
             )
         )
     return out

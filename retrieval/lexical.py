@@ -581,6 +581,25 @@ class LexicalShard:
                 scores[field][_doc_id(doc_id)] = float(score)
         return scores
 
+    def matching(
+        self, query: Query, doc_ids: Sequence[DocId], *, stats: CorpusStats | None = None
+    ) -> set[DocId]:
+        """Which of ``doc_ids`` the query matches (filters included): the documents that
+        :meth:`search` would list at some depth."""
+        tq = self.build_query(query, stats=stats) if doc_ids else None
+        if tq is None:
+            return set()
+        restricted = tantivy.Query.boolean_query(
+            [
+                (tantivy.Occur.Must, tq),
+                (tantivy.Occur.Must, tantivy.Query.const_score_query(self._among(doc_ids), 0.0)),
+            ]
+        )
+        result = self._searcher.search(restricted, limit=len(doc_ids), count=False)
+        addresses = [a for _, a in result.hits]
+        ids = self._searcher.fast_field_values("doc_id", addresses) if addresses else []
+        return {_doc_id(i) for i in ids}
+
     def filter_doc_ids(self, query: Query, doc_ids: Sequence[DocId]) -> set[DocId]:
         """Which of ``doc_ids`` pass the query's filters (site, lang, filetype, -terms).
 

@@ -30,7 +30,7 @@ from typing import Any, Self
 import numpy as np
 from numpy.typing import NDArray
 
-from core.errors import BadParameter, QueryError
+from core.errors import BadParameter, IndexStateError, QueryError
 from core.settings import SearchSettings
 from core.types import DocId, Hit, Query, ScoredDoc, SearchResponse
 from retrieval.analyzer import normalize_filetype, normalize_lang, normalize_site, parse_query
@@ -482,10 +482,10 @@ class SearchService:
                 break
             window *= 4
             k_vector = 0  # vector candidates only in tier 0: the list stays finite
-        vector_only = sum(1 for c in candidates.values() if c.bm25 is None)
-        # A vector candidate without a BM25 score may still match the query lexically
-        # (below the lexical window), so this total can count it twice: an upper bound.
+        # The list is every lexical match plus the tier-0 vector candidates that match
+        # nothing lexically (one below the lexical window is a match: counted once).
         # A vector-only stage's list is exactly what it ranked.
+        vector_only = sum(1 for c in candidates.values() if c.bm25 is None and not c.lexical_match)
         total = len(ranked) if getattr(stage, "vector_only", False) else lexical_total + vector_only
         return RankedList(
             ranked[:depth],
@@ -596,37 +596,67 @@ class SearchService:
         snippets: bool = True,
     ) -> SearchResponse:
         started = time.perf_counter()
-        budget = RequestBudget(self.settings.deadline_s, started + self.settings.deadline_s)
         self.generations.refresh()
-        if cursor:
-            pinned = self.cursors.decode(cursor)
-            generation = self.generations.get(pinned.generation)
+        pinned = self.cursors.decode(cursor) if cursor else None
+        with self.generations.using(pinned.generation if pinned else None) as generation:
             if generation is None:
+                assert pinned is not None  # the serving generation is always open
                 raise QueryError(
                     f"The cursor belongs to generation {pinned.generation}, which is no longer served; "
                     "start the search again."
                 )
-            raw, ranker = pinned.query, pinned.ranker
-            request = PageRequest(pinned.offset, pinned.size)
-            if size is not None and size != pinned.size:
-                raise QueryError("size cannot change while following a cursor; start the search again.")
-            site, lang, filetype = self._pinned_filters(pinned, site=site, lang=lang, filetype=filetype)
-        else:
-            generation = self.generation
-            request = self.page_request(page, size)
+            if pinned is not None:
+                raw, ranker = pinned.query, pinned.ranker
+                request = PageRequest(pinned.offset, pinned.size)
+                if size is not None and size != pinned.size:
+                    raise QueryError("size cannot change while following a cursor; start the search again.")
+                site, lang, filetype = self._pinned_filters(pinned, site=site, lang=lang, filetype=filetype)
+            else:
+                request = self.page_request(page, size)
+            return self._search_on(
+                generation,
+                raw,
+                request,
+                started=started,
+                ranker=ranker,
+                cursor=bool(cursor),
+                explain=explain,
+                site=site,
+                lang=lang,
+                filetype=filetype,
+                snippets=snippets,
+            )
+
+    def _search_on(
+        self,
+        generation: Generation,
+        raw: str | None,
+        request: PageRequest,
+        *,
+        started: float,
+        ranker: str | None,
+        cursor: bool,
+        explain: bool,
+        site: str | None,
+        lang: str | None,
+        filetype: str | None,
+        snippets: bool,
+    ) -> SearchResponse:
+        """One page of ``generation``'s ranked list (kept open by the caller)."""
+        budget = RequestBudget(self.settings.deadline_s, started + self.settings.deadline_s)
         if raw is None:
             raise QueryError("The query is empty: type one or more words to search for.")
         query = self.parse(raw, site=site, lang=lang, filetype=filetype)
         stage = self.stage(ranker, generation)
         key = (
-            generation.id,
+            generation.view,
             normalized(query),
             ranking_text(query, stage),
             request.offset,
             request.size,
             stage.name,
             explain,
-            bool(cursor),
+            cursor,
             snippets,
         )
         cached = self.cache.get(key)
@@ -654,7 +684,7 @@ class SearchService:
         next_cursor = (
             self.cursors.encode(
                 Cursor(
-                    generation.id,
+                    generation.view,
                     raw,
                     stage.name,
                     depth,
@@ -684,10 +714,9 @@ class SearchService:
             timings_ms=timings,
         )
         approximate = ranked.approximate or any(g.approximate_scores for g in ranked.gathered)
-        # An in-place update reopens a generation under the same id (and clears the cache)
-        # while this search ran on the old object: its answer is then the old index's.
-        current = self.generations.get(generation.id) is generation
-        if not response.partial and not approximate and current:
+        # An update or a publish cleared the cache while this search ran on a view it has
+        # since dropped: the answer stays out of it (its key could outlive the view).
+        if not response.partial and not approximate and not generation.retired:
             self.cache.put(key, response)
         return response
 
@@ -777,10 +806,21 @@ class SearchService:
                 continue
 
     def document(self, doc_id: DocId) -> Any:
-        """The stored document with this id from the serving generation, or None."""
-        broker = self.generation.broker
-        shards = {i: [doc_id] for i in range(len(broker.shards))}
-        return broker.fetch(shards, time.perf_counter() + self.settings.deadline_s).get(doc_id)
+        """The stored document with this id from the serving generation, or None when no
+        shard has it. A shard that did not answer may hold it: that is an
+        :class:`IndexStateError` (HTTP 503, try again), not "no such document" (404)."""
+        with self.generations.using() as generation:
+            assert generation is not None  # the serving generation is always open
+            broker = generation.broker
+            shards = {i: [doc_id] for i in range(len(broker.shards))}
+            found, failed = broker.fetch_reporting(shards, time.perf_counter() + self.settings.deadline_s)
+        doc = found.get(doc_id)
+        if doc is None and failed:
+            raise IndexStateError(
+                f"Shard{'s' if len(failed) > 1 else ''} {', '.join(map(str, failed))} did not answer, "
+                f"so document {doc_id} may exist there; try again."
+            )
+        return doc
 
     def locate_url(self, url: str) -> tuple[DocId, int] | None:
         """(doc_id, shard) of a canonical URL in the serving generation, when indexed here.

@@ -11,20 +11,23 @@ so a shard process answers from an update batch at the first request after it.
 
 from __future__ import annotations
 
+import copy
 import dataclasses
 import logging
 import threading
 import time
+from collections import OrderedDict
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
 import httpx
 import numpy as np
-from fastapi import FastAPI
+from fastapi import FastAPI, Request
+from fastapi.responses import JSONResponse
 from pydantic import BaseModel
 
-from core.errors import ShardUnavailable
+from core.errors import ManifestError, ShardUnavailable
 from core.settings import SearchSettings
 from core.types import DocId, Query
 from retrieval import layout
@@ -33,7 +36,7 @@ from retrieval.forward import ShardFeatures
 from retrieval.generation import open_vectors, read_update_stamp
 from retrieval.hybrid import Candidate, CandidateFields
 from retrieval.lexical import FieldBoosts, LexicalShard, StoredDoc
-from retrieval.manifest import IndexManifest, read_pointer, resolve_index
+from retrieval.manifest import IndexManifest, IndexRoot, read_pointer, resolve_index
 from retrieval.stats import CorpusStats
 
 logger = logging.getLogger(__name__)
@@ -68,6 +71,7 @@ def candidate_to_wire(c: Candidate) -> dict[str, Any]:
         "lexical_rank": c.lexical_rank,
         "vector_rank": c.vector_rank,
         "field_bm25": [list(p) for p in c.field_bm25],
+        "lexical_match": c.lexical_match,
     }
 
 
@@ -80,15 +84,18 @@ def candidate_from_wire(d: dict[str, Any]) -> Candidate:
         lexical_rank=d["lexical_rank"],
         vector_rank=d["vector_rank"],
         field_bm25=tuple((str(f), float(s)) for f, s in d["field_bm25"]),
+        lexical_match=bool(d.get("lexical_match", d["bm25"] is not None)),
     )
 
 
 class DocFreqsBody(BaseModel):
     query: dict[str, Any]
+    generation: str | None = None
 
 
 class CandidatesBody(BaseModel):
     query: dict[str, Any]
+    generation: str | None = None
     vector: list[float] | None = None
     k_lexical: int
     k_vector: int
@@ -99,6 +106,7 @@ class CandidatesBody(BaseModel):
 
 class AnnotateBody(BaseModel):
     query: dict[str, Any]
+    generation: str | None = None
     vector: list[float] | None = None
     stats_num_docs: int | None = None
     stats_df: list[tuple[str, str, int]] = []
@@ -118,13 +126,24 @@ def _stats_from_wire(num_docs: int | None, df: list[tuple[str, str, int]]) -> Co
 
 class FetchBody(BaseModel):
     doc_ids: list[str]
+    generation: str | None = None
 
 
 # -- the shard process --------------------------------------------------------------------
 
 
+class GenerationGone(ShardUnavailable):
+    """A broker asked for a generation this shard process no longer has (HTTP 409)."""
+
+
 class _ShardHolder:
-    """The shard of the published generation, reopened when ``CURRENT`` or its update stamp changes."""
+    """The shard of the published generation, reopened when ``CURRENT`` or its update stamp
+    changes, and the shard of the few generations before it that a broker still asks for.
+
+    A broker pins every call to the generation its answer is for (a cursor made on the
+    previous generation keeps paging through it after a publish): the shard serves that
+    generation while it is on disk, keeping at most ``keep_generations`` older ones open.
+    """
 
     def __init__(self, index: Path, shard: int, settings: SearchSettings) -> None:
         self.index = Path(index)
@@ -134,13 +153,11 @@ class _ShardHolder:
         self._pointer: str | None = None
         self._path = self.index
         self._stamp: tuple[int, int] | None = None
+        self._older: OrderedDict[str, LocalShard] = OrderedDict()
         self.generation = ""
         self.local = self._open()
 
-    def _open(self) -> LocalShard:
-        path = resolve_index(self.index)
-        # Read before opening: an update committed while the shard opens is seen next time.
-        stamp = read_update_stamp(path)
+    def _open_at(self, path: Path) -> tuple[IndexManifest, LocalShard]:
         manifest = IndexManifest.load(path)
         if self.shard >= manifest.shards:
             raise ShardUnavailable(
@@ -152,10 +169,26 @@ class _ShardHolder:
         vectors = open_vectors(path, self.shard) if self.settings.use_vectors else None
         if vectors is not None:
             vectors.warm()  # seconds on a large shard: not in the first query's time
+        return manifest, LocalShard(self.shard, lexical, vectors)
+
+    def _open(self) -> LocalShard:
+        path = resolve_index(self.index)
+        # Read before opening: an update committed while the shard opens is seen next time.
+        stamp = read_update_stamp(path)
+        pointer = read_pointer(layout.current_pointer(self.index))
+        manifest, local = self._open_at(path)
+        if self.generation and self.generation != manifest.generation:
+            self._keep_older(self.generation, self.local)
         self.generation = manifest.generation
-        self._pointer = read_pointer(layout.current_pointer(self.index))
+        self._pointer = pointer
         self._path, self._stamp = path, stamp
-        return LocalShard(self.shard, lexical, vectors)
+        return local
+
+    def _keep_older(self, generation: str, local: LocalShard) -> None:
+        self._older[generation] = local
+        self._older.move_to_end(generation)
+        while len(self._older) > max(self.settings.keep_generations - 1, 0):
+            self._older.popitem(last=False)
 
     def _stale(self) -> bool:
         return (
@@ -163,12 +196,29 @@ class _ShardHolder:
             or read_update_stamp(self._path) != self._stamp
         )
 
-    def get(self) -> LocalShard:
+    def get(self, generation: str | None = None) -> LocalShard:
+        """The shard of ``generation`` (None: the published one); a
+        :class:`GenerationGone` when this shard can no longer serve it."""
         if self._stale():
             with self._lock:
                 if self._stale():
                     self.local = self._open()
-        return self.local
+        if generation is None or generation == self.generation:
+            return self.local
+        with self._lock:
+            older = self._older.get(generation)
+            if older is not None:
+                return older
+            if layout.is_index(self.index):
+                raise GenerationGone(f"Shard {self.shard} serves generation {self.generation} only.")
+            try:
+                _, older = self._open_at(IndexRoot(self.index).path_of(generation))
+            except (ManifestError, OSError, ValueError) as exc:
+                raise GenerationGone(
+                    f"Shard {self.shard} cannot serve generation {generation}: {exc}"
+                ) from exc
+            self._keep_older(generation, older)
+            return older
 
 
 class FaultBody(BaseModel):
@@ -189,6 +239,11 @@ def create_shard_app(
     """
     holder = _ShardHolder(index, shard, settings)
     app = FastAPI(title=f"Trawl shard {shard}", version="0.1.0")
+
+    @app.exception_handler(GenerationGone)
+    async def generation_gone(_request: Request, exc: GenerationGone) -> JSONResponse:
+        return JSONResponse({"error": "generation_gone", "detail": str(exc)}, status_code=409)
+
     fault = {"delay_s": delay_s}
 
     def _delay() -> None:
@@ -215,7 +270,7 @@ def create_shard_app(
     @app.post("/shard/doc_freqs")
     def doc_freqs(body: DocFreqsBody) -> dict[str, Any]:
         _delay()
-        local = holder.get()
+        local = holder.get(body.generation)
         freqs = local.doc_freqs(query_from_wire(body.query))
         return {"df": [[f, t, n] for (f, t), n in freqs.items()], "num_docs": local.num_docs}
 
@@ -231,7 +286,7 @@ def create_shard_app(
             stats=stats,
             with_fields=body.with_fields,
         )
-        local = holder.get()
+        local = holder.get(body.generation)
         reply = local.candidates(request)
         return {
             "num_docs": local.num_docs,
@@ -239,7 +294,7 @@ def create_shard_app(
             "candidates": [candidate_to_wire(c) for c in reply.candidates],
             "lexical_total": reply.lexical_total,
             "has_vectors": reply.has_vectors,
-            "generation": holder.generation,
+            "generation": body.generation or holder.generation,
             "features": reply.features.to_wire() if reply.features is not None else None,
         }
 
@@ -253,7 +308,7 @@ def create_shard_app(
             doc_ids=tuple(DocId(int(d)) for d in body.doc_ids),
             needs_cosine=tuple(DocId(int(d)) for d in body.needs_cosine),
         )
-        local = holder.get()
+        local = holder.get(body.generation)
         got = local.annotate(request)
         return {
             "num_docs": local.num_docs,
@@ -266,7 +321,7 @@ def create_shard_app(
 
     @app.post("/shard/fetch")
     def fetch(body: FetchBody) -> dict[str, Any]:
-        docs = holder.get().fetch([DocId(int(d)) for d in body.doc_ids])
+        docs = holder.get(body.generation).fetch([DocId(int(d)) for d in body.doc_ids])
         return {"docs": [dataclasses.asdict(d) | {"doc_id": str(int(d.doc_id))} for d in docs.values()]}
 
     @app.get("/healthz")
@@ -290,6 +345,15 @@ class HttpShard:
         self.shard_id = int(info["shard_id"])
         self._num_docs = int(info["num_docs"])
         self._vector_model: str | None = info.get("vector_model")
+        self.generation: str | None = None
+        """The generation every call asks for (None: whatever the shard serves)."""
+
+    def pinned(self, generation: str) -> HttpShard:
+        """This replica's client, asking for ``generation`` in every call (same connection
+        pool): the broker of one opened generation must not get answers from the next."""
+        twin = copy.copy(self)
+        twin.generation = generation
+        return twin
 
     def _get(self, path: str) -> dict[str, Any]:
         response = self._client.get(path)
@@ -299,9 +363,16 @@ class HttpShard:
 
     def _post(self, path: str, body: dict[str, Any], timeout_s: float | None) -> dict[str, Any]:
         timeout = httpx.Timeout(timeout_s) if timeout_s is not None else httpx.USE_CLIENT_DEFAULT
+        if self.generation is not None:
+            body = {**body, "generation": self.generation}
         response = self._client.post(path, json=body, timeout=timeout)
         response.raise_for_status()
         data: dict[str, Any] = response.json()
+        answered = data.get("generation")
+        if self.generation is not None and answered is not None and answered != self.generation:
+            raise ShardUnavailable(
+                f"Shard {self.base_url} answered for generation {answered}, not {self.generation}."
+            )
         if "num_docs" in data:
             self._num_docs = int(data["num_docs"])
         return data

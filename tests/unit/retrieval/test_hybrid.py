@@ -30,9 +30,9 @@ VECTOR = [ScoredDoc(C, 0.9), ScoredDoc(D, 0.7), ScoredDoc(A, 0.5)]
 
 def test_union_keeps_scores_and_ranks_of_both_lists() -> None:
     assert union(LEXICAL, VECTOR, shard_id=3) == [
-        Candidate(A, 3, 10.0, 0.5, 1, 3),
-        Candidate(B, 3, 6.0, None, 2, None),
-        Candidate(C, 3, 4.0, 0.9, 3, 1),
+        Candidate(A, 3, 10.0, 0.5, 1, 3, lexical_match=True),
+        Candidate(B, 3, 6.0, None, 2, None, lexical_match=True),
+        Candidate(C, 3, 4.0, 0.9, 3, 1, lexical_match=True),
         Candidate(D, 3, None, 0.7, None, 2),
     ]
 
