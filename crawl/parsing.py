@@ -61,31 +61,6 @@ INLINE_MAX_TAGS = 1024
 """Pages with at most this many ``<`` parse on the event loop (quadratic worst case: ~3 ms)."""
 
 
-def _trie(words: frozenset[str]) -> str:
-    """A regex alternation of ``words`` as a trie: sre tries one branch per character
-    instead of every word in turn (as ``crawl.extract._BEFORE_BLOCK`` is written by hand)."""
-    by_first: dict[str, set[str]] = {}
-    for word in words:
-        if word:
-            by_first.setdefault(word[0], set()).add(word[1:])
-    branches = [re.escape(first) + _trie(frozenset(rest)) for first, rest in sorted(by_first.items())]
-    if not branches:
-        return ""
-    if len(branches) == 1 and "" not in words:
-        return branches[0]
-    return "(?:" + "|".join(branches) + (")?" if "" in words else ")")
-
-
-_DEPTH_EVENTS = re.compile(
-    r"(?ai)<(/(?=[a-z][^<>]*>)|(?!" + _trie(_NO_DEPTH) + r"(?![a-z0-9:-]))[a-z](?=[^<>]*(?<!/)>))"
-)
-"""The tags ``_TAG`` matches that move the depth: a closing tag captures ``/``, an opening tag
-that nests (not void, not implicitly closed, not self-closed) its first letter, the rest
-of the tag checked by lookahead (greedy: ``[^<>]*`` stops at the tag's one ``>``);
-``findall`` then yields one character per step without a Python loop. ASCII-only case
-folding, as ``name.lower()`` on ``_TAG``'s ASCII names."""
-
-
 def limit_depth(html: str, max_depth: int) -> str:
     """``html`` cut where element nesting first passes ``max_depth`` (unchanged otherwise).
 
@@ -98,9 +73,9 @@ def limit_depth(html: str, max_depth: int) -> str:
     """
     if html.count("<") <= max(_ALWAYS_CHEAP_TAGS, max_depth):
         return html
-    stripped = _SKIP.sub("", html)
-    if _deepest(stripped) <= max_depth:
+    if _deepest(_stripped_utf8(html)) <= max_depth:
         return html
+    stripped = _SKIP.sub("", html)
     depth = 0
     for match in _TAG.finditer(stripped):
         closing, name, self_closing = match.groups()
@@ -115,23 +90,160 @@ def limit_depth(html: str, max_depth: int) -> str:
     return html
 
 
-def _deepest(stripped: str) -> int:
-    """The deepest nesting :func:`limit_depth`'s walk reaches, computed in numpy.
+_PAD = 16
+"""Zero bytes after a page's UTF-8 bytes, so the bytes after any ``<`` can be read unchecked."""
+_LANES = 0x0101010101010101
+"""One in every byte of a ``uint64``: ``c * _LANES`` is byte ``c`` eight times."""
+_HIGH = np.uint64(0x80 * _LANES)
+_FOLD = np.uint64(0x20 * _LANES)
+"""``| _FOLD`` lowers the eight ASCII letters of a ``uint64`` (and leaves digits, ``:`` and ``-``)."""
+_FIRST_BYTES = np.array([(1 << 8 * n) - 1 for n in range(8)] + [(1 << 64) - 1], dtype=np.uint64)
+"""``_FIRST_BYTES[n]`` keeps the first ``n`` bytes (little-endian) of a ``uint64``."""
+_RAW_TEXT_NAMES = (b"script", b"style", b"xmp")
+"""Raw-text elements whose name fits in 8 bytes; ``plaintext`` is read on its own."""
+_WORD_BYTE = np.array([chr(b).isalnum() or b == ord("_") for b in range(128)] + [False] * 128)
+"""ASCII word characters (``\\w``); a non-ASCII byte is decided on the string instead."""
+_NAME_BYTE = np.array([chr(b).isalnum() or chr(b) in ":-" for b in range(128)] + [False] * 128)
+"""Bytes of a tag name as ``_TAG`` reads one: ASCII letters, digits, ``:`` and ``-``."""
 
-    The walk (a nesting opening tag adds a level, a closing tag takes one off but never
-    goes below zero) is a running sum floored at zero: at each step the plain running sum
+
+def _key(name: bytes) -> int:
+    """Up to 8 bytes as the little-endian ``uint64`` that ``_words`` reads them as."""
+    return int.from_bytes(name, "little")
+
+
+_NO_DEPTH_KEYS = np.array(sorted(_key(name.encode("ascii")) for name in _NO_DEPTH), dtype=np.uint64)
+
+
+def _words(padded: np.ndarray) -> np.ndarray:
+    """``_words(padded)[i]``: bytes ``i`` to ``i + 7`` as one little-endian ``uint64`` (a view, no copy).
+
+    Reading eight bytes after each ``<`` is then one gather of a 1-D array, where a
+    2-D window of bytes costs ~5× as much per byte in numpy."""
+    return np.ndarray(shape=(len(padded) - 7,), dtype="<u8", buffer=padded, strides=(1,))
+
+
+def _at_least(lanes: np.ndarray, low: int) -> np.ndarray:
+    """Bit 7 of each byte set where that byte (bit 7 cleared first) is at least ``low``:
+    ``0x80 - low`` added to 7 bits never carries into the next byte."""
+    lifted: np.ndarray = ((lanes & ~_HIGH) + np.uint64((0x80 - low) * _LANES)) & _HIGH
+    return lifted
+
+
+def _name_bytes(lanes: np.ndarray) -> np.ndarray:
+    """Bit 7 of each byte set where that byte can be in a tag name (``_NAME_BYTE``), eight at a time."""
+    folded = lanes | _FOLD
+    letters = _at_least(folded, ord("a")) & ~_at_least(folded, ord("z") + 1)
+    digits_colon = _at_least(lanes, ord("0")) & ~_at_least(lanes, ord(":") + 1)
+    dash = _at_least(lanes, ord("-")) & ~_at_least(lanes, ord("-") + 1)
+    named: np.ndarray = (letters | digits_colon | dash) & ~lanes
+    return named
+
+
+def _stripped_utf8(html: str) -> np.ndarray:
+    """``_SKIP.sub("", html)`` as UTF-8 bytes followed by ``_PAD`` zeros.
+
+    ``_SKIP`` scanned a large page's every ``<`` in sre (0.9 ms on the 229 kB Python-docs
+    pages, for ten matches). Here numpy finds the few places where it can match (``<!--``,
+    or a raw-text name and a non-word byte, read on the bytes; any ``<`` followed by a
+    non-ASCII byte too, where Unicode case folding or ``\\b`` might differ), and
+    ``_SKIP.match`` runs there, in document order, on the string: the same matches.
+    """
+    data = html.encode("utf-8", "surrogatepass")
+    padded = np.frombuffer(data + bytes(_PAD), dtype=np.uint8)
+    starts = _may_start_skip(padded, np.flatnonzero(padded[: len(data)] == ord("<")))
+    if not starts.size:
+        return padded
+    continuation = (padded & 0xC0) == 0x80  # UTF-8 bytes that start no character
+    pieces: list[bytes] = []
+    kept_from = 0  # bytes
+    resume = 0  # characters: where the scan goes on after a match
+    counted_to, continued = 0, 0  # continuation bytes before ``counted_to``
+    for start in starts.tolist():
+        continued += int(np.count_nonzero(continuation[counted_to:start]))
+        counted_to = start
+        position = start - continued
+        if position < resume:
+            continue
+        match = _SKIP.match(html, position)
+        if match is None:
+            continue
+        resume = match.end()
+        pieces.append(data[kept_from:start])
+        kept_from = start + len(html[position:resume].encode("utf-8", "surrogatepass"))
+    pieces.append(data[kept_from:])
+    pieces.append(bytes(_PAD))
+    return np.frombuffer(b"".join(pieces), dtype=np.uint8)
+
+
+def _may_start_skip(padded: np.ndarray, opens: np.ndarray) -> np.ndarray:
+    """The ``<`` of ``opens`` where ``_SKIP`` may match: every one it matches at, and a few more.
+
+    Only ``!``, a letter that folds to ``s``, ``x`` or ``p`` (``| 0x20``) or a non-ASCII
+    byte (``ſ`` folds to ``s`` in Unicode) can follow a ``<`` it matches at."""
+    first = padded[opens + 1] | 0x20
+    starts = (first == ord("s")) | (first == ord("x")) | (first == ord("p"))
+    opens = opens[starts | (first >= 0x80) | (first == ord("!"))]
+    words = _words(padded)
+    head, tail = words[opens + 1], words[opens + 3]  # bytes 1-8 and 3-10 after the "<"
+    may = ((head | tail) & _HIGH) != 0
+    may |= (head & _FIRST_BYTES[3]) == _key(b"!--")
+    folded = head | _FOLD
+    for name in _RAW_TEXT_NAMES:
+        after = padded[opens + 1 + len(name)]
+        may |= ((folded & _FIRST_BYTES[len(name)]) == _key(name)) & ~_WORD_BYTE[after]
+    ends = padded[opens + 9] | 0x20
+    may |= (folded == _key(b"plaintex")) & (ends == ord("t")) & ~_WORD_BYTE[padded[opens + 10]]
+    chosen: np.ndarray = opens[may]
+    return chosen
+
+
+def _deepest(padded: np.ndarray) -> int:
+    """The deepest nesting :func:`limit_depth`'s walk reaches on these bytes (``_PAD`` zeros last).
+
+    The tags that move the depth are read with numpy: a ``<`` whose next ``<`` or ``>``
+    is a ``>`` ends a tag there, as ``_TAG``'s ``[^<>]*?>`` reads it; it closes one when
+    ``/`` and a letter follow the ``<``, and opens a nesting one when a letter follows,
+    the byte before the ``>`` is not ``/`` and the name is not one of ``_NO_DEPTH``. The
+    walk (a nesting opening tag adds a level, a closing tag takes one off but never goes
+    below zero) is a running sum floored at zero: at each step the plain running sum
     minus the lowest it has been so far (or zero). On the 149 Python-docs pages past the
     cheap bound (229 kB, ~10,000 tags on average) ``limit_depth`` cost 6.5 ms a page with
-    the walk in Python, more than parsing the page, and 2.8 ms with this (0.6 of it
-    ``_SKIP``). Only a page that passes the bound walks again, in Python, to find the cut.
+    the walk in Python, 2.8 ms with ``findall`` over a regex yielding a character per tag,
+    and ~1.1 ms (this function ~0.5 of it) with the tags read in numpy. Only a page that
+    passes the bound walks again, in Python, to find the cut.
     """
-    steps = "".join(_DEPTH_EVENTS.findall(stripped)).encode("ascii")
-    if not steps:
+    size = len(padded) - _PAD
+    marks = np.flatnonzero((padded[:size] == ord("<")) | (padded[:size] == ord(">")))
+    kinds = padded[marks]
+    tags = np.flatnonzero((kinds[:-1] == ord("<")) & (kinds[1:] == ord(">")))
+    opens, ends = marks[tags], marks[tags + 1]
+    if not opens.size:
         return 0
-    moves = np.frombuffer(steps, dtype=np.uint8) != ord("/")
-    running = np.cumsum(moves.astype(np.int64) * 2 - 1)
+    first, second = padded[opens + 1], padded[opens + 2]
+    closing = (first == ord("/")) & _NAME_BYTE[second] & (second >= ord("A"))
+    nesting = _NAME_BYTE[first] & (first >= ord("A")) & (padded[ends - 1] != ord("/"))
+    nesting[nesting] = ~_no_depth_name(padded, opens[nesting])
+    running = np.cumsum(nesting.astype(np.int64) - closing)
     lowest = np.minimum(np.minimum.accumulate(running), 0)
     return int((running - lowest).max())
+
+
+def _no_depth_name(padded: np.ndarray, opens: np.ndarray) -> np.ndarray:
+    """Whether the tag name after each ``<`` of ``opens`` is one of ``_NO_DEPTH`` (any case).
+
+    The name is the run of ``_NAME_BYTE`` after the ``<``: its first eight bytes are read
+    as one ``uint64``, the bytes from the first that is not a name byte on are masked off
+    (the lowest set bit of the non-name bits marks it), and the key is looked up among
+    ``_NO_DEPTH_KEYS``; a name of eight bytes counts only when the ninth ends it."""
+    head = _words(padded)[opens + 1]
+    others = ~_name_bytes(head) & _HIGH
+    lowest = others & (~others + np.uint64(1))  # 0 when all eight are name bytes
+    kept = (lowest >> np.uint64(7)) - np.uint64(1)  # the bytes before it; all when 0
+    keys = (head | _FOLD) & kept
+    slots = np.minimum(np.searchsorted(_NO_DEPTH_KEYS, keys), len(_NO_DEPTH_KEYS) - 1)
+    found: np.ndarray = (_NO_DEPTH_KEYS[slots] == keys) & ((lowest != 0) | ~_NAME_BYTE[padded[opens + 9]])
+    return found
 
 
 @dataclass(frozen=True, slots=True)
