@@ -36,20 +36,32 @@ ATOMS = [
     "<a:b>", "<a href='x/'>", "</a>", "<", ">", "</", "< div>", "</ x>", "<1>", "text", "\u00e9",
     "<!-- <div><div> -->", "<script>if (a<b) { '<div>' }</script>", "<style>p>a{}</style>",
 ]  # fmt: skip
+TRAPS = [
+    # Where the byte-level fast path decides differently from the string regexes unless it
+    # defers to them: open comments and raw text to the end, names that only Unicode case
+    # folding or \\b make raw text, non-ASCII bytes right after "<", lone surrogates. Closing
+    # tags inside what the regexes skip would make a missed skip read shallower than it is.
+    "<!--", "-->", "<!-", "<script>", "</script>", "<SCRIPT x>", "<scripts>", "<script-x>",
+    "<\u017fcript><div></script>", "<\u017fcript></div></div></div></div></\u017fcript>",
+    "<scr\u0130pt>", "<style\u00e9>", "<xmp><div></xmp>",
+    "<XMP>", "<plaintext>", "<plaintexts>", "<PLAINTEXT >", "<\u00e9>", "<div\u00e9>",
+    "\ud800", "<\ud800>", "<p\u0130>", "</\u00e9>", "<stylex>", "</style >",
+]  # fmt: skip
 
 
 def test_the_walk_agrees_with_the_oracle_on_tag_soup() -> None:
     rng = random.Random(5)
     cut = 0
-    for _ in range(1000):
+    for _ in range(2000):
         # Past the cheap bound (at most 4,096 "<" are never walked), at a small limit.
         filler = "<br>" * 4097
-        html = filler + "".join(rng.choice(ATOMS) for _ in range(rng.randint(0, 120)))
+        atoms = ATOMS + TRAPS if rng.random() < 0.5 else ATOMS  # traps often end the walk early
+        html = filler + "".join(rng.choice(atoms) for _ in range(rng.randint(0, 120)))
         max_depth = rng.randint(4, 24)
         expected = _oracle(html, max_depth)
         assert limit_depth(html, max_depth) == expected
         cut += expected != html
-    assert 100 < cut < 900  # both outcomes were exercised
+    assert 200 < cut < 1800  # both outcomes were exercised
 
 
 def test_a_deep_page_is_cut_before_the_first_tag_past_the_limit() -> None:
