@@ -197,13 +197,14 @@ class GenerationSet:
         generation.view = view_key(generation.id, mark)
         return generation, stamp
 
-    def get(self, key: str) -> Generation | None:
-        """The open generation with this view (what a cursor names) or, failing that, the
-        newest open view of the generation with this id."""
-        found = self._open.get(key)
-        if found is not None:
-            return found
-        return next((g for g in reversed(self._open.values()) if g.id == key), None)
+    def get(self, view: str) -> Generation | None:
+        """The open generation with this view (what a cursor names): never another view of
+        it, whose ranked list may differ."""
+        return self._open.get(view)
+
+    def latest(self, generation: str) -> Generation | None:
+        """The newest open view of the generation with this id."""
+        return next((g for g in reversed(self._open.values()) if g.id == generation), None)
 
     @contextmanager
     def using(self, key: str | None = None) -> Iterator[Generation | None]:
@@ -227,15 +228,28 @@ class GenerationSet:
                 if close:
                     generation.close()
 
-    def _trim(self) -> list[Generation]:
-        """Drop the oldest views beyond ``keep`` (under the lock); those no search uses are
-        returned to be closed outside it."""
+    def _trim(self, *, superseded: Generation | None = None) -> list[Generation]:
+        """Drop the oldest views beyond ``keep`` (under the lock), and every view of
+        ``superseded``'s generation older than ``superseded`` itself; those no search uses
+        are returned to be closed outside it.
+
+        One view before the latest of a generation stays open: each view holds its own
+        copy of the shards' HNSW indexes (loaded, not mapped), and a continuous crawl
+        updates every few seconds, so ``keep`` views of it would hold ``keep`` copies.
+        """
+        drop = [
+            key
+            for key, g in self._open.items()
+            if superseded is not None
+            and g.id == superseded.id
+            and g is not superseded
+            and g is not self._current
+        ]
+        while len(self._open) - len(drop) > max(self._keep, 1):
+            key = next(k for k in self._open if k not in drop and self._open[k] is not self._current)
+            drop.append(key)
         unused: list[Generation] = []
-        while len(self._open) > max(self._keep, 1):
-            key = next(iter(self._open))
-            if self._open[key] is self._current:
-                self._open.move_to_end(key)
-                continue
+        for key in drop:
             old = self._open.pop(key)
             self._stamps.pop(key, None)
             old.retired = True
@@ -247,8 +261,8 @@ class GenerationSet:
         """Reopen the serving generation when the incremental indexer committed to it.
 
         The reopened generation is a new view beside the old one, which stays open (within
-        ``keep``) for cursors made on it and closes once unused. Listeners hear of it as of
-        a publish.
+        ``keep``, and until the next update) for cursors made on it and closes once unused.
+        Listeners hear of it as of a publish.
         """
         current = self._current
         stamp = read_update_stamp(current.path)
@@ -263,7 +277,7 @@ class GenerationSet:
                 self._open[reopened.view] = reopened
                 self._current = reopened
                 self._stamps[reopened.view] = stamp
-                unused = self._trim()
+                unused = self._trim(superseded=current)
         if superseded:
             reopened.close()  # another request reopened it first
             return
@@ -285,7 +299,7 @@ class GenerationSet:
             if wanted == self._current.id:
                 self._pointer = pointer
                 return False
-            generation = self.get(wanted)
+            generation = self.latest(wanted)
             if generation is None:
                 generation, stamp = self._open_labelled(IndexRoot(self.index).path_of(wanted))
                 if self._warm is not None:

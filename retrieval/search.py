@@ -569,7 +569,7 @@ class SearchService:
         response = run(raw)
         if cursor or raw is None or not (spell and self.settings.spelling):
             return response
-        generation = self.generations.get(response.generation)
+        generation = self.generations.latest(response.generation)
         speller = self.spellers.get(generation.id, vocabulary_file(generation.path)) if generation else None
         suggestion = speller.suggest(raw) if speller is not None else None
         if suggestion is None:

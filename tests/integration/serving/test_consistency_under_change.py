@@ -430,3 +430,29 @@ def test_a_shard_process_serves_an_older_generation_and_refuses_a_gone_one(tmp_p
     assert pinned["generation"] == old and pinned["candidates"] == before["candidates"]
     assert latest["generation"] == new and latest["lexical_total"] == before["lexical_total"] + 1
     assert gone.status_code == 409 and "g-not-there" in gone.json()["detail"]
+
+
+def test_a_generation_keeps_one_view_before_its_latest_update(tmp_path: Path) -> None:
+    """Each view holds its own shards (HNSW copies included): a cursor survives one in-place
+    update, and after a second one its view is closed and the cursor says so (a 400)."""
+    data, indexer, service = _updatable(tmp_path)
+
+    def update(url: str, at: float) -> None:
+        doc = make_doc(url, "List", "list " * 30, lang="en")
+        DocStore(CrawlDir(data).docs).append([dataclasses.replace(doc, fetched_at=at)])
+        assert indexer.step() is not None
+
+    try:
+        first = service.search("list", size=2)
+        update("https://example.org/list-a", 200.0)
+        second = service.search("list", size=2)
+        assert second.total == first.total + 1  # the update is served...
+        assert first.next_cursor and second.next_cursor
+        assert service.search(None, cursor=first.next_cursor).hits  # ...and the view before it
+        update("https://example.org/list-b", 300.0)
+        assert service.search("list", size=2).total == first.total + 2
+        with pytest.raises(QueryError, match="no longer served"):
+            service.search(None, cursor=first.next_cursor)
+        assert service.search(None, cursor=second.next_cursor).hits
+    finally:
+        service.close()
