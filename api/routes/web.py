@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import logging
 import math
+import weakref
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Annotated, Any, TypedDict
@@ -32,6 +33,7 @@ from core.errors import BadClick, ConfigError, DocumentNotFound, QueryError, Unk
 from core.types import DocId
 from retrieval.broker import LocalShard
 from retrieval.explain import bm25_breakdown
+from retrieval.generation import Generation
 from retrieval.search import SearchService
 
 logger = logging.getLogger(__name__)
@@ -55,14 +57,17 @@ def _click_href(impression_id: str | None, position: int, doc_id: int, url: str)
     return "/r?" + urlencode({"i": impression_id, "p": position, "d": str(int(doc_id))})
 
 
-_EXAMPLE_HOSTS: dict[str, str] = {}
-"""Per generation id: a host of the index, for the site filter's placeholder."""
+_EXAMPLE_HOSTS: weakref.WeakKeyDictionary[Generation, str] = weakref.WeakKeyDictionary()
+"""Per opened generation: a host of the index, for the site filter's placeholder. Keyed by
+the object, not the id: an index built into a plain directory is named after it (two
+``…/index`` directories share one id), and an entry goes with its generation."""
 
 
 def _example_host(service: SearchService) -> str:
     """A host the serving index holds (so the placeholder is a filter that finds something)."""
     generation = service.generation
-    if generation.id not in _EXAMPLE_HOSTS:
+    host = _EXAMPLE_HOSTS.get(generation)
+    if host is None:
         host = ""
         for replicas in generation.broker.shards:
             local = next((r for r in replicas if isinstance(r, LocalShard)), None)
@@ -70,8 +75,8 @@ def _example_host(service: SearchService) -> str:
             if first is not None and _safe_href(first.url):
                 host = urlsplit(first.url).netloc.lower().removeprefix("www.")
                 break
-        _EXAMPLE_HOSTS[generation.id] = host
-    return _EXAMPLE_HOSTS[generation.id]
+        _EXAMPLE_HOSTS[generation] = host
+    return host
 
 
 class SearchFilters(TypedDict):
