@@ -40,7 +40,7 @@ import logging
 import re
 import threading
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Collection, Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -57,7 +57,7 @@ from retrieval.docs_source import MAX_ANCHORS_PER_DOC, crawled_documents, page_r
 from retrieval.freshness import FreshnessLog
 from retrieval.incremental_vectors import update_shard_vectors, vector_model
 from retrieval.lengths import ShardLengths
-from retrieval.lexical import LexicalShardWriter
+from retrieval.lexical import LexicalShard, LexicalShardWriter
 from retrieval.manifest import IndexManifest, IndexRoot
 from retrieval.stats import plan_ballast
 from retrieval.titles import without_suffix
@@ -279,8 +279,12 @@ class IncrementalIndexer:
         freshness_metrics.BACKLOG.set(rows)
         to_index = [d for d in latest.values() if not is_removed(d, removed.get(d.doc_id))]
         to_delete = {d.doc_id for d in latest.values() if is_removed(d, removed.get(d.doc_id))}
-        # A removal newer than everything indexed of its document takes it out.
-        to_delete.update(i for i in new_removals if i not in latest or i in to_delete)
+        # A removal of a document this batch does not hold takes out the version the
+        # shards hold only if it hides that version: one that arrives after a newer fetch
+        # was applied (another worker's batch flushed late) leaves it, as a rebuild does.
+        others = [i for i in new_removals if i not in latest]
+        held_at = _indexed_fetch_times(path, others)
+        to_delete.update(i for i in others if i not in held_at or held_at[i] <= removed[i].at)
         applied = self._apply(path, self._enrich(to_index), to_delete)
         now = time.time()
         write_text(layout.update_stamp(path), f"{time.time_ns()}\n")
@@ -340,6 +344,26 @@ class IncrementalIndexer:
         for shard in range(shards):
             update_shard_vectors(path, shard, by_shard[shard], map(DocId, dels[shard]), self.embedder_for)
         return deletes
+
+
+def _indexed_fetch_times(path: Path, doc_ids: Collection[DocId]) -> dict[DocId, float]:
+    """When the version each shard of ``path`` holds of ``doc_ids`` was fetched (absent: none held).
+
+    Read from the stored payloads, the only record of which version an earlier step
+    applied; unknown fetch times count as 0, as ``core.deletions.is_removed`` counts them.
+    """
+    if not doc_ids:
+        return {}
+    shards = IndexManifest.load(path).shards
+    wanted: list[list[DocId]] = [[] for _ in range(shards)]
+    for doc_id in doc_ids:
+        wanted[shard_of(int(doc_id), shards)].append(doc_id)
+    found: dict[DocId, float] = {}
+    for shard, ids in enumerate(wanted):
+        if ids:
+            stored = LexicalShard(layout.lexical_dir(path, shard)).stored_many(ids)
+            found.update({doc_id: float(doc.fetched_at or 0.0) for doc_id, doc in stored.items()})
+    return found
 
 
 def _segment_rows(store: DocStore) -> list[tuple[str, int]]:
