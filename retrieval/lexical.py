@@ -24,6 +24,7 @@ from urllib.parse import urlsplit
 
 import tantivy
 
+from core.atomic import write_text
 from core.errors import IndexStateError, ManifestError
 from core.settings import SearchSettings
 from core.types import DocId, Document, Query, ScoredDoc
@@ -328,7 +329,9 @@ class LexicalShardWriter:
             "nonempty_fields": dict(nonempty_fields),
             "updated_in_place": True,
         }
-        lexical_manifest(self.path).write_text(json.dumps(manifest))
+        # Replaced, not rewritten where it stands: serving processes open this shard while
+        # it is updated, and a kill mid-write must leave the previous manifest.
+        write_text(lexical_manifest(self.path), json.dumps(manifest))
 
     def add_all(self, docs: Iterable[Document]) -> int:
         for doc in docs:

@@ -8,6 +8,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
+
 from core.crawldir import CrawlDir
 from core.deletions import DeletionLog, Removal
 from core.docstore import DocStore
@@ -62,3 +64,37 @@ def test_a_removal_older_than_the_indexed_version_does_not_take_it_out(tmp_path:
     assert int(page.doc_id) in rebuilt
     assert _found(index, "zebraquasar") == {int(page.doc_id)}
     assert _found(index, "glacier moraine") == rebuilt
+
+
+class _Killed(BaseException):
+    """The process died here (a SIGKILL, as far as the files on disk can tell)."""
+
+
+def test_killed_while_writing_a_shard_manifest_leaves_the_index_servable(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """An in-place step rewrote each shard's ``trawl-lexical.json`` where it stood: a kill
+    mid-write left half a file, and no process could open the shard (a JSON error) until
+    the indexer came back and replayed the step."""
+    data, index, docs, indexer = _base(tmp_path)
+    DocStore(CrawlDir(data).docs).append([_page(40, "glacier moraine zebraquasar", 200.0)])
+    write_bytes, write_text = Path.write_bytes, Path.write_text
+
+    def dies_halfway(path: Path, data: bytes) -> int:
+        if "trawl-lexical.json" in path.name:
+            write_bytes(path, data[: len(data) // 2])
+            raise _Killed
+        return write_bytes(path, data)
+
+    monkeypatch.setattr(Path, "write_bytes", dies_halfway)
+    monkeypatch.setattr(Path, "write_text", lambda path, text, **kw: dies_halfway(path, text.encode()))
+    with pytest.raises(_Killed):
+        indexer.step()
+    monkeypatch.setattr(Path, "write_bytes", write_bytes)
+    monkeypatch.setattr(Path, "write_text", write_text)
+
+    assert _found(index, "glacier moraine") >= {int(d.doc_id) for d in docs}  # still servable
+    restarted = IncrementalIndexer(data, index, shards=2)
+    assert restarted.step() is not None  # the replay
+    assert _found(index, "zebraquasar") == {int(doc_id_for("http://site.test/p/40"))}
+    assert _found(index, "glacier moraine") == {int(d.doc_id) for d in crawled_documents(data)}
