@@ -134,10 +134,10 @@ class DocStore:
     def _read(self, segment: str) -> pl.DataFrame:
         return pl.read_parquet(self.root / segment).cast(DOCUMENT_SCHEMA)
 
-    def _latest_positions(self) -> dict[int, tuple[int, int]]:
-        """doc_id → (segment index, row) of its latest version."""
+    def _latest_positions(self, segments: Sequence[str] | None = None) -> dict[int, tuple[int, int]]:
+        """doc_id → (segment index in ``segments``, row) of its latest version."""
         latest: dict[int, tuple[int, int]] = {}
-        for index, segment in enumerate(self.segments()):
+        for index, segment in enumerate(self.segments() if segments is None else segments):
             ids = pl.read_parquet(self.root / segment, columns=["doc_id"])["doc_id"].to_list()
             for row, doc_id in enumerate(ids):
                 latest[doc_id] = (index, row)
@@ -149,8 +149,11 @@ class DocStore:
         if segment is not None:
             yield from _rows_to_documents(self._read(segment))
             return
-        latest = self._latest_positions()
-        for index, name in enumerate(self.segments()):
+        # One listing for both passes: a segment the crawl appends meanwhile (a running
+        # `trawl run` does) would shift positions or hold ids the first pass never saw.
+        segments = self.segments()
+        latest = self._latest_positions(segments)
+        for index, name in enumerate(segments):
             frame = self._read(name)
             ids = frame["doc_id"].to_list()
             keep = [row for row, doc_id in enumerate(ids) if latest[doc_id] == (index, row)]

@@ -98,3 +98,29 @@ def test_killed_while_writing_a_shard_manifest_leaves_the_index_servable(
     assert restarted.step() is not None  # the replay
     assert _found(index, "zebraquasar") == {int(doc_id_for("http://site.test/p/40"))}
     assert _found(index, "glacier moraine") == {int(d.doc_id) for d in crawled_documents(data)}
+
+
+def test_a_crawl_batch_written_while_compaction_reads_the_docstore(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Compaction reads every document while `trawl run` keeps crawling. The docstore found
+    each document's latest version over one listing of its segments and then read a
+    second listing: a segment appended in between had documents the first pass never saw
+    (a KeyError, and the indexer thread stopped the crawl)."""
+    data, index, docs, indexer = _base(tmp_path)
+    late = _page(50, "glacier moraine zebraquasar", 200.0)
+    positions = DocStore._latest_positions
+
+    def crawl_writes_meanwhile(self: DocStore, *args: object) -> dict[int, tuple[int, int]]:
+        found = positions(self, *args)  # type: ignore[arg-type]
+        if self.root == CrawlDir(data).docs and not DocStore(self.root).documents_by_url([late.url]):
+            DocStore(self.root).append([late])  # the crawl's writer thread, at this moment
+        return found
+
+    monkeypatch.setattr(DocStore, "_latest_positions", crawl_writes_meanwhile)
+    indexer.compact()
+    monkeypatch.setattr(DocStore, "_latest_positions", positions)
+
+    indexer.step()  # the batch the compaction did not take is applied next
+    assert _found(index, "zebraquasar") == {int(late.doc_id)}
+    assert _found(index, "glacier moraine") == {int(d.doc_id) for d in crawled_documents(data)}
