@@ -454,6 +454,19 @@ class Broker:
             known.update(by_term)
         return stats, complete
 
+    def term_doc_freqs(self, query: Query, deadline: float) -> dict[tuple[str, str], int]:
+        """Document frequencies of the query's (field, term) pairs over the live shards, one
+        shard included, summed over those that answered: whether a word is in the index now,
+        updates since the build included (the speller asks before correcting it)."""
+        parts, _ = self._fan_out(
+            self._everywhere(lambda s, t: s.doc_freqs(query, timeout_s=t)), deadline, phase="stats"
+        )
+        total: dict[tuple[str, str], int] = {}
+        for part in parts.values():
+            for key, count in part.items():
+                total[key] = total.get(key, 0) + count
+        return total
+
     def gather(
         self,
         query: Query,

@@ -566,12 +566,11 @@ class SearchService:
                 snippets=snippets,
             )
 
+        budget = RequestBudget.starting_now(self.settings.deadline_s)
         response = run(raw)
         if cursor or raw is None or not (spell and self.settings.spelling):
             return response
-        generation = self.generations.latest(response.generation)
-        speller = self.spellers.get(generation.id, vocabulary_file(generation.path)) if generation else None
-        suggestion = speller.suggest(raw) if speller is not None else None
+        suggestion = self._suggestion(raw, response, budget)
         if suggestion is None:
             return response
         if response.total < self.settings.spell_rewrite_below:
@@ -580,6 +579,36 @@ class SearchService:
                 took = response.took_ms + rewritten.took_ms
                 return dataclasses.replace(rewritten, rewritten_from=raw, took_ms=took)
         return dataclasses.replace(response, suggestion=suggestion)
+
+    def _suggestion(self, raw: str, response: SearchResponse, budget: RequestBudget) -> str | None:
+        """The speller's correction of ``raw``, leaving alone the words the live index holds.
+
+        The vocabulary is written when a generation is built; pages indexed in place since
+        then bring words it lacks, which read as typos of known words ("lisp" for "list")
+        and would be rewritten away from the fresh pages that have them. A word the
+        vocabulary does not know well enough to leave alone is therefore looked up in the
+        shards (one fan-out, only when there is a correction to make) and counts with the
+        documents that hold it, as it would after a rebuild. The lookup gets what is left
+        of the search's deadline (at least :data:`CALL_FLOOR` of it): a slow shard must not
+        cost a second deadline.
+        """
+        with self.generations.using() as generation:
+            if generation is None or generation.id != response.generation:
+                return None  # a publish since: the next search suggests for the new one
+            speller = self.spellers.get(generation.id, vocabulary_file(generation.path))
+            if speller is None or speller.suggest(raw) is None:
+                return None
+            query = self.parse(raw)
+            freqs = generation.broker.term_doc_freqs(query, budget.until())
+        indexed: dict[str, int] = {}
+        for (_field, term), count in freqs.items():
+            indexed[term] = max(indexed.get(term, 0), count)
+
+        def indexed_df(word: str) -> int:
+            terms = analysed(word)
+            return indexed.get(terms[0], 0) if len(terms) == 1 else 0
+
+        return speller.suggest(raw, indexed_df=indexed_df)
 
     def _search(
         self,

@@ -19,7 +19,9 @@ Rules, per word of the query:
 
 The service decides what to do with a suggestion (see ``SearchService.search``): offer
 it, or rewrite the query when the original finds fewer than
-``search.spell_rewrite_below`` results.
+``search.spell_rewrite_below`` results. The vocabulary is written by the build, so the
+service also tells the speller how many documents of the *live* index hold a word it
+does not know (pages indexed in place since the build bring new words).
 """
 
 from __future__ import annotations
@@ -28,6 +30,7 @@ import logging
 import re
 import threading
 from collections import OrderedDict
+from collections.abc import Callable
 from pathlib import Path
 
 from symspellpy import SymSpell, Verbosity
@@ -63,11 +66,17 @@ class Speller:
             if df >= known_df:
                 self._symspell.create_dictionary_entry(word, df)
 
-    def correct_word(self, word: str) -> str | None:
-        """The correction of one folded word, or None when it stays as it is."""
+    def correct_word(self, word: str, indexed_df: Callable[[str], int] | None = None) -> str | None:
+        """The correction of one folded word, or None when it stays as it is.
+
+        ``indexed_df``: in how many documents of the live index the word occurs, asked when
+        the vocabulary (written at the build) does not know it well enough to leave it alone.
+        """
         if len(word) < MIN_WORD_CHARS or len(word) > MAX_WORD_CHARS or not is_vocabulary_word(word):
             return None
         own = self.df.get(word, 0)
+        if own < self.known_df and indexed_df is not None:
+            own = max(own, indexed_df(word))
         if own >= self.known_df:
             return None
         distance = min(self.max_distance, 1 if len(word) <= SHORT_WORD_CHARS else self.max_distance)
@@ -81,14 +90,15 @@ class Speller:
         )
         return best.term if best is not None else None
 
-    def suggest(self, raw: str) -> str | None:
-        """``raw`` with its misspelt words corrected, or None when nothing needs correcting."""
+    def suggest(self, raw: str, indexed_df: Callable[[str], int] | None = None) -> str | None:
+        """``raw`` with its misspelt words corrected, or None when nothing needs correcting
+        (``indexed_df`` as for :meth:`correct_word`)."""
         changed = False
 
         def fix(match: re.Match[str]) -> str:
             nonlocal changed
             typed = match.group(0)
-            corrected = self.correct_word(fold(re.sub(r"['’]", "", typed)))
+            corrected = self.correct_word(fold(re.sub(r"['’]", "", typed)), indexed_df)
             if corrected is None:
                 return typed
             changed = True

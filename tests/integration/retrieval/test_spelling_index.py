@@ -202,3 +202,46 @@ def test_web_page_offers_the_correction_and_the_original(client: httpx.Client) -
     assert "q=dictionnary" in page and "spell=0" in page
     original = client.get("/", params={"q": "dictionnary", "spell": "0"}).text
     assert 'id="no-results"' in original and 'id="rewritten"' not in original
+
+
+def test_a_word_only_in_pages_indexed_since_the_build_is_not_corrected_away(tmp_path: Path) -> None:
+    """The vocabulary is written by the build; the incremental indexer adds pages after it.
+    A word only those pages hold ("lisp") must be treated as it is after a rebuild (a word
+    of one page: corrected only to a far more frequent word), not as a typo of "list"
+    rewritten away from the one fresh page that has it."""
+    import dataclasses
+
+    from core.crawldir import CrawlDir
+    from core.docstore import DocStore
+    from retrieval.incremental import IncrementalIndexer
+
+    old = [
+        make_doc(f"https://example.org/list-{i}", f"List {i}", "list methods and slicing") for i in range(6)
+    ]
+    fresh = make_doc("https://example.org/lisp", "Lisp", "lisp macros and closures")
+    data, index = tmp_path / "crawl", tmp_path / "index"
+    DocStore(CrawlDir(data).docs).append([dataclasses.replace(d, fetched_at=100.0) for d in old])
+    indexer = IncrementalIndexer(data, index, shards=2)
+    indexer.compact()
+    DocStore(CrawlDir(data).docs).append([dataclasses.replace(fresh, fetched_at=200.0)])
+    assert indexer.step() is not None
+    service = SearchService.open(
+        index, SearchSettings(cache_entries=0, spell_rewrite_below=3, use_vectors=False)
+    )
+    try:
+        response = service.search("lisp")
+        assert response.rewritten_from is None and response.suggestion is None, response
+        assert [h.url for h in response.hits] == [fresh.url]
+        typo = service.search("lisst")  # a typo of an old word is still corrected
+        assert typo.rewritten_from == "lisst" and typo.total == 6
+    finally:
+        service.close()
+    rebuilt = tmp_path / "rebuilt"
+    build_index([*old, fresh], rebuilt)
+    same = SearchService.open(
+        rebuilt, SearchSettings(cache_entries=0, spell_rewrite_below=3, use_vectors=False)
+    )
+    try:
+        assert same.search("lisp").rewritten_from is None  # what a rebuild serves
+    finally:
+        same.close()
