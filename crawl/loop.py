@@ -638,7 +638,16 @@ class _CrawlRun:
                     status=UrlStatus.DONE, outcome=Outcome.FETCHED_VIA_REDIRECT, dup_of=url,
                 )
             )  # fmt: skip
+            self._moved(lease, result.final_url, now)
         return self._index_page(lease, result, page, fetched)
+
+    def _moved(self, lease: Lease, final_url: str, now: float) -> None:
+        """A page fetched before at ``lease.url`` now redirects within its host (the fetcher
+        followed it): the document is indexed at ``final_url``, so the one at the old URL
+        goes, as after a redirect that leaves the host (``Outcome.REDIRECT``)."""
+        old = doc_id_for(lease.url)
+        if lease.fetch_count and lease.kind == UrlKind.PAGE and old != doc_id_for(final_url):
+            self._removals.append(Removal(old, lease.url, str(Outcome.REDIRECT), now))
 
     def _add(self, new: NewUrl) -> None:
         if self._frontier.add(new) and self.observer is not None:

@@ -93,3 +93,37 @@ def test_recrawl_uses_conditional_get_and_adapts(site: tuple[HostServer, Version
     docs = {d.url: d for d in DocStore(CrawlDir(tmp_path).docs).iter_documents()}
     assert docs[url].title == "Versioned v2"
     assert len(docs) == 3
+
+
+def test_a_page_that_moves_within_its_host_leaves_the_index(tmp_path: Path) -> None:
+    """A page indexed at one URL that later redirects on the same host (the fetcher follows
+    it) is indexed at its new URL; its old URL's document must go, as it does when the
+    redirect leaves the host, or search shows the page twice, once at a URL that moved."""
+    from starlette.responses import RedirectResponse
+
+    from retrieval.docs_source import crawled_documents
+
+    moved = {"now": False}
+
+    async def moving(request: Request) -> Response:
+        if moved["now"]:
+            return RedirectResponse("/moved", status_code=301)
+        return Response(html_page("Moving", prose(97)), media_type="text/html")
+
+    web = Site()
+    web.page("/", html_page("Home", prose(99), links=[("/moving", "m")]))
+    web.page("/moved", html_page("Moved", prose(96)))
+    web.routes["/moving"] = moving
+    server = HostServer(web, "127.0.0.17").start()
+    data = tmp_path / "crawl"
+    try:
+        _crawl(data, server, recrawl=False)
+        assert server.url("/moving") in {d.url for d in crawled_documents(data)}
+        moved["now"] = True
+        _state(data, server.url("/moving"))  # time passes: everything is due
+        _crawl(data, server, recrawl=True)
+    finally:
+        server.stop()
+    urls = {d.url for d in crawled_documents(data)}
+    assert server.url("/moved") in urls
+    assert server.url("/moving") not in urls, "the moved page is still indexed at its old URL"
