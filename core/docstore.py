@@ -9,7 +9,10 @@ that a crash left out of the manifest is ignored (its name is never reused).
 
 A document appended again (a recrawl that changed, a duplicate cluster that grew)
 supersedes the earlier version: ``iter_documents()`` yields only the latest version of
-each ``doc_id``.
+each ``doc_id``. Latest means fetched last (``fetched_at``; append order breaks ties and
+orders versions without one): with several crawl workers, each writing its own folder, a
+page recrawled by another worker than the one that first fetched it has versions in two
+folders, and the order folders are read in says nothing about which is newer.
 
 Example::
 
@@ -135,12 +138,16 @@ class DocStore:
         return pl.read_parquet(self.root / segment).cast(DOCUMENT_SCHEMA)
 
     def _latest_positions(self, segments: Sequence[str] | None = None) -> dict[int, tuple[int, int]]:
-        """doc_id → (segment index in ``segments``, row) of its latest version."""
+        """doc_id → (segment index in ``segments``, row) of its latest version (module doc)."""
         latest: dict[int, tuple[int, int]] = {}
+        fetched: dict[int, float] = {}
         for index, segment in enumerate(self.segments() if segments is None else segments):
-            ids = pl.read_parquet(self.root / segment, columns=["doc_id"])["doc_id"].to_list()
-            for row, doc_id in enumerate(ids):
-                latest[doc_id] = (index, row)
+            frame = pl.read_parquet(self.root / segment, columns=["doc_id", "fetched_at"])
+            for row, (doc_id, at) in enumerate(frame.iter_rows()):
+                at = at or 0.0
+                if at >= fetched.get(doc_id, at):
+                    latest[doc_id] = (index, row)
+                    fetched[doc_id] = at
         return latest
 
     def iter_documents(self, segment: str | None = None) -> Iterator[Document]:
@@ -169,16 +176,26 @@ class DocStore:
             rows = [row for row, url in enumerate(urls_in_segment) if url in wanted]
             if rows:
                 for doc in _rows_to_documents(self._read(name)[rows]):
-                    found[doc.url] = doc
+                    held = found.get(doc.url)
+                    if held is None or (doc.fetched_at or 0.0) >= (held.fetched_at or 0.0):
+                        found[doc.url] = doc
         return found
 
     def latest_frame(self, columns: Sequence[str]) -> pl.DataFrame:
         """Some columns of the latest version of every document (cheap: no bodies read)."""
         wanted = list(dict.fromkeys(["doc_id", *columns]))
-        frames = [pl.read_parquet(self.root / name, columns=wanted) for name in self.segments()]
+        read = list(dict.fromkeys([*wanted, "fetched_at"]))
+        frames = [pl.read_parquet(self.root / name, columns=read) for name in self.segments()]
         if not frames:
             return pl.DataFrame(schema={c: DOCUMENT_SCHEMA[c] for c in wanted})
-        return pl.concat(frames).unique(subset="doc_id", keep="last", maintain_order=True)
+        latest = (
+            pl.concat(frames)
+            .with_row_index("_order")
+            .sort([pl.col("fetched_at").fill_null(0.0), "_order"])
+            .unique(subset="doc_id", keep="last")
+            .sort("_order")
+        )
+        return latest.select(wanted)
 
     def __len__(self) -> int:
         """Number of distinct documents (latest versions)."""

@@ -277,14 +277,20 @@ class IncrementalIndexer:
                 if held_removal is None or removal.at >= held_removal.at:
                     removed[removal.doc_id] = removal
         freshness_metrics.BACKLOG.set(rows)
-        to_index = [d for d in latest.values() if not is_removed(d, removed.get(d.doc_id))]
-        to_delete = {d.doc_id for d in latest.values() if is_removed(d, removed.get(d.doc_id))}
-        # A removal of a document this batch does not hold takes out the version the
-        # shards hold only if it hides that version: one that arrives after a newer fetch
-        # was applied (another worker's batch flushed late) leaves it, as a rebuild does.
+        # The shards may already hold a newer version than this batch's (another worker
+        # fetched the page again and its batch was applied first): that version stays, as
+        # in a rebuild, where the latest fetch wins (core.docstore). Likewise a removal of
+        # a document this batch does not hold takes out the held version only if it hides
+        # that version (one flushed late leaves a page fetched after it).
         others = [i for i in new_removals if i not in latest]
-        held_at = _indexed_fetch_times(path, others)
-        to_delete.update(i for i in others if i not in held_at or held_at[i] <= removed[i].at)
+        held_at = _indexed_fetch_times(path, [*latest, *others])
+        stale = {i for i, d in latest.items() if held_at.get(i, -1.0) > (d.fetched_at or 0.0)}
+        current = [d for i, d in latest.items() if i not in stale]
+        to_index = [d for d in current if not is_removed(d, removed.get(d.doc_id))]
+        to_delete = {d.doc_id for d in current if is_removed(d, removed.get(d.doc_id))}
+        to_delete.update(
+            i for i in (*others, *stale) if i in removed and (i not in held_at or held_at[i] <= removed[i].at)
+        )
         applied = self._apply(path, self._enrich(to_index), to_delete)
         now = time.time()
         write_text(layout.update_stamp(path), f"{time.time_ns()}\n")

@@ -124,3 +124,28 @@ def test_a_crawl_batch_written_while_compaction_reads_the_docstore(
     indexer.step()  # the batch the compaction did not take is applied next
     assert _found(index, "zebraquasar") == {int(late.doc_id)}
     assert _found(index, "glacier moraine") == {int(d.doc_id) for d in crawled_documents(data)}
+
+
+def test_the_newest_fetch_wins_across_worker_folders_in_a_rebuild_and_in_place(tmp_path: Path) -> None:
+    """Two crawl workers fetched the same page: worker "w-a" at t=300 (new text), worker
+    "w-b" at t=200 (old text), and w-b's batch is written last. A rebuild read the folders
+    in name order and kept w-b's older version; the incremental indexer applied w-b's batch
+    over w-a's newer one. Both must serve the t=300 version, as one worker would."""
+    data, index, docs, indexer = _base(tmp_path)
+    page = docs[5]
+    newer = _page(5, "glacier moraine report number 5 newtextvortex", 300.0)
+    older = _page(5, "glacier moraine report number 5 oldtextecho", 200.0)
+    DocStore(CrawlDir(data).docs, worker="w-a").append([newer])
+    assert indexer.step() is not None
+    DocStore(CrawlDir(data).docs, worker="w-b").append([older])
+    assert indexer.step() is not None
+
+    rebuilt = {d.doc_id: d for d in crawled_documents(data)}
+    assert rebuilt[page.doc_id].body == newer.body
+    assert DocStore(CrawlDir(data).docs).documents_by_url([page.url])[page.url].body == newer.body
+    frame = DocStore(CrawlDir(data).docs).latest_frame(["fetched_at"])
+    assert dict(frame.rows())[int(page.doc_id)] == 300.0
+    assert _found(index, "newtextvortex") == {int(page.doc_id)}
+    assert _found(index, "oldtextecho") == set()
+    indexer.compact()
+    assert _found(index, "newtextvortex") == {int(page.doc_id)}
