@@ -167,8 +167,10 @@ _UPDATE_URLS = (
     "content_hash text, simhash bigint, etag text, last_modified text, last_fetch float8, next_fetch float8, "
     "interval_s float8, retries int, blocked_reason text, dup_of text, fetched boolean, changed boolean) "
     "WHERE urls.url = v.url "
-    # a retry already went back to pending at ``finish``; another worker may hold it by now
-    "AND NOT (v.status = 'pending' AND urls.status = 'leased')"
+    # A retry already went back to pending at ``finish`` (the round's requeue); by the time its
+    # batch is stored another worker may hold the URL or have finished it, and a stale
+    # ``pending`` row would reopen a page the fleet has done: it applies only while pending.
+    "AND (v.status != 'pending' OR urls.status = 'pending')"
 )
 """A batch's results in one statement; each URL at most once per statement (``_update_rows``)."""
 _LOG_FETCHES = (

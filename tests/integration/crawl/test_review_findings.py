@@ -1,0 +1,51 @@
+"""Frontier and fleet bugs found by the correctness review, each pinned by what the real
+PostgreSQL frontier ends up holding (no mocks: two ``PgFrontier`` workers on one database)."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+
+from crawl.frontier import Feedback, Lease
+from crawl.frontier_pg import PgFrontier
+from crawl.seen import SeenUrls
+from crawl.state import NewUrl, Outcome, UrlStatus, UrlUpdate
+from crawl.state_pg import PgCrawlDb
+
+
+def _worker(db: PgCrawlDb, name: str, **options: float) -> PgFrontier:
+    settings: dict[str, float] = {"min_delay_s": 0.0, "response_time_factor": 0.0, "backoff_base_s": 0.0}
+    settings.update(options)
+    return PgFrontier(db, SeenUrls(db, capacity=100), worker_id=name, **settings)  # type: ignore[arg-type]
+
+
+def _done(lease: Lease) -> UrlUpdate:
+    return UrlUpdate(lease.url, UrlStatus.DONE, Outcome.INDEXED, 200, fetched=True, last_fetch=time.time())
+
+
+def test_a_late_retry_result_does_not_reopen_a_page_another_worker_finished(pg_dsn: str) -> None:
+    """Worker A's fetch fails and is retried: the URL goes back to pending at once, worker B
+    fetches it and commits ``done``; A's batch, committed later, carried the retry's
+    ``pending`` row and set the page pending again, so the fleet fetched it a third time."""
+    db_a, db_b = PgCrawlDb(pg_dsn), PgCrawlDb(pg_dsn)
+    url = "http://127.0.0.61/page"
+
+    async def scenario() -> None:
+        a, b = _worker(db_a, "a"), _worker(db_b, "b")
+        a.add(NewUrl(url, "127.0.0.61", 0, 1.0))
+        first = await asyncio.wait_for(a.lease(), timeout=5)
+        assert first is not None and first.url == url
+        retry = UrlUpdate(url, UrlStatus.PENDING, Outcome.ERROR, retries=1, detail="timeout")
+        a.finish(first, retry, Feedback(error=True))  # A's batch is not stored yet
+        again = await asyncio.wait_for(b.lease(), timeout=5)
+        assert again is not None and again.url == url and again.retries == 1
+        b.finish(again, _done(again), Feedback())
+        b.commit()
+        a.commit()  # A's store step was slower than B's
+
+    asyncio.run(scenario())
+    row = db_a.row(url)
+    assert row is not None
+    assert (row["status"], row["outcome"], row["fetch_count"]) == ("done", "indexed", 1)
+    db_a.close()
+    db_b.close()
