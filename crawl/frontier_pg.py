@@ -29,8 +29,9 @@ an expiry, each with its best pending URL).
   ``_INSERT_EVERY_S``, and at once when a round found nothing to lease (``ON CONFLICT
   DO NOTHING``: the table's key is the seen check of record), so other workers see them
   without waiting for this worker's next commit.
-* **Slow commits are not deaths:** the heartbeat renews the leases of results waiting
-  for their batch, so only a worker that stopped (killed, hung) lets leases expire.
+* **Slow commits are not deaths:** the heartbeat renews this worker's leases (URLs being
+  fetched, queued with a kept host, or finished and waiting for their batch, and the hosts
+  it holds), so only a worker that stopped (killed, hung) lets leases expire.
 * **Dead workers:** expired URL leases return to pending with one more attempt and
   expired host leases are freed, by whichever worker looks first.
 * **The end:** a worker stops when nothing is pending, no other worker holds a lease
@@ -72,7 +73,8 @@ _URLS_PER_HOST = 4
 for 5,000 pages, each ~1.3 ms of the pump's CPU plus PostgreSQL's, on the cores that fetch."""
 _KEEP_HOST_DELAY_S = 5.0
 """A host whose next allowed time is further off than this goes back to the fleet (with its
-queued URLs) instead of waiting here: the host and URL leases must not outlive ``lease_s``."""
+queued URLs) instead of waiting here, idle and leased (the heartbeat renews a kept host's
+leases, so they do not run out while it waits)."""
 
 
 def default_worker_id() -> str:
@@ -137,6 +139,8 @@ class PgFrontier:
         self._updates: list[UrlUpdate] = []
         self._unacknowledged: set[str] = set()
         """URLs finished here whose results are not committed yet: their leases are renewed."""
+        self._renewed: dict[str, float] = {}
+        """URL in flight → the expiry its last heartbeat renewal gave it (past its lease's own)."""
         self._backlog = 0
         self._last_reap = 0.0
         self._last_heartbeat = 0.0
@@ -208,7 +212,7 @@ class PgFrontier:
         if reap:
             self._last_reap = now
             for url, lease in list(self._in_flight.items()):
-                if lease.expires_at <= now:
+                if max(lease.expires_at, self._renewed.get(url, 0.0)) <= now:
                     logger.warning("Lease on %s expired; returning it to pending", url)
                     self._end_lease(lease)
         beat = now - self._last_heartbeat >= _HEARTBEAT_EVERY_S
@@ -344,7 +348,7 @@ class PgFrontier:
         releases, self._releases = self._releases, {}
         until = now + self._lease_s
         try:
-            rows, idle = await asyncio.to_thread(
+            rows, idle, renewed = await asyncio.to_thread(
                 self._round_sync,
                 inserts,
                 requeues,
@@ -355,13 +359,17 @@ class PgFrontier:
                 per_host=per_host,
                 reap=reap,
                 counters=self._counters() if beat else None,
-                renew=list(self._unacknowledged) if beat else [],
+                renew=[*self._unacknowledged, *self._in_flight] if beat else [],
+                renew_hosts=self._held_hosts() if beat else [],
             )
         except BaseException:
             self._unwritten[:0] = inserts
             self._requeues[:0] = requeues
             self._releases = {**releases, **self._releases}
             raise
+        for url in renewed:
+            if url in self._in_flight:
+                self._renewed[url] = until
         if inserts:
             self._seen.committed(n.url for n in inserts)
         firsts: list[Lease] = []
@@ -386,14 +394,17 @@ class PgFrontier:
         reap: bool,
         counters: dict[str, int] | None,
         renew: list[str],
-    ) -> tuple[list[dict[str, object]], tuple[bool, bool, float | None] | None]:
+        renew_hosts: list[str],
+    ) -> tuple[list[dict[str, object]], tuple[bool, bool, float | None] | None, set[str]]:
         db = self._db
+        renewed: set[str] = set()
         if reap:
             db.reap_expired(now, max_retries=self._max_retries)
         if counters is not None:
             db.heartbeat(self.worker_id, now, counters)
-            # A result waiting for its batch is not a dead worker's: keep it leased until stored.
-            db.renew_leases(self.worker_id, renew, now + self._lease_s)
+            # A live worker's leases are not a dead worker's: a URL being fetched or queued with
+            # its kept host, a result waiting for its batch, a host between two of its URLs.
+            renewed = db.renew_leases(self.worker_id, renew, until, hosts=renew_hosts)
             self._backlog = db.backlog(self.worker_id)[0]
         rows = db.exchange(
             self.worker_id,
@@ -406,7 +417,11 @@ class PgFrontier:
             per_host=per_host,
         )
         idle = db.idle(self.worker_id) if want and len(rows) < want else None
-        return rows, idle
+        return rows, idle, renewed
+
+    def _held_hosts(self) -> list[str]:
+        """Hosts this worker holds: those of its URLs out or queued, and those it keeps."""
+        return sorted({lease.host for lease in self._in_flight.values()} | set(self._kept))
 
     def _write_now(self) -> None:
         """Write waiting requeues and releases synchronously (the pump is gone or the caller is sync)."""
@@ -488,6 +503,7 @@ class PgFrontier:
         if self._in_flight.get(lease.url) is not lease:
             return False
         del self._in_flight[lease.url]
+        self._renewed.pop(lease.url, None)
         if lease.kind == UrlKind.PAGE:
             self._pages_in_flight -= 1
         return True

@@ -556,16 +556,30 @@ class PgCrawlDb:
         return bool(r["pending"]), bool(r["others"]), ready_at
 
     @_retry_on_conflict
-    def renew_leases(self, owner: str, urls: list[str], until: float) -> None:
-        """Extend ``owner``'s leases on ``urls`` (results waiting to be committed) to ``until``."""
-        if not urls:
-            return
-        with self._lock:
-            self._conn.execute(
+    def renew_leases(
+        self, owner: str, urls: Sequence[str], until: float, *, hosts: Sequence[str] = ()
+    ) -> set[str]:
+        """Extend ``owner``'s leases on ``urls`` and ``hosts`` to ``until``; returns the URLs renewed.
+
+        A live worker's leases must not run out under it: URLs being fetched, queued with
+        their kept host, or finished with their results waiting to be committed, and the
+        hosts it still holds. A lease already reaped (the worker stalled past its expiry)
+        belongs to the fleet again and is not renewed: the URLs returned say which were.
+        """
+        if not urls and not hosts:
+            return set()
+        with self._lock, self._conn.transaction():
+            rows = self._conn.execute(
                 "UPDATE urls SET lease_until = %s "
-                "WHERE url = ANY(%s) AND lease_owner = %s AND status = 'leased'",
+                "WHERE url = ANY(%s) AND lease_owner = %s AND status = 'leased' RETURNING url",
                 (until, sorted(urls), owner),
-            )
+            ).fetchall()
+            if hosts:
+                self._conn.execute(
+                    "UPDATE hosts SET lease_until = %s WHERE host = ANY(%s) AND lease_owner = %s",
+                    (until, sorted(hosts), owner),
+                )
+        return {r["url"] for r in rows}
 
     @_retry_on_conflict
     def reap_expired(self, now: float, *, max_retries: int | None = None) -> list[str]:

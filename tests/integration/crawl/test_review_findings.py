@@ -49,3 +49,41 @@ def test_a_late_retry_result_does_not_reopen_a_page_another_worker_finished(pg_d
     assert (row["status"], row["outcome"], row["fetch_count"]) == ("done", "indexed", 1)
     db_a.close()
     db_b.close()
+
+
+def test_a_kept_host_and_its_urls_stay_leased_while_its_worker_works_through_them(pg_dsn: str) -> None:
+    """A round leases a host with four URLs and the worker keeps it, handing them out one
+    host delay apart: with a 1 s delay the last starts 3 s after the round, past a 2 s lease.
+    Nothing renewed the host's lease or the queued URLs' (only results waiting for their
+    batch), so the reaper counted a live worker's URLs as lost attempts and freed its host
+    for another worker in the middle of its delay."""
+    db_a, db_b = PgCrawlDb(pg_dsn), PgCrawlDb(pg_dsn)
+    host = "127.0.0.62"
+    urls = [f"http://{host}/{i}" for i in range(4)]
+
+    async def scenario() -> list[tuple[str, str, int]]:
+        options = {"min_delay_s": 1.0, "lease_s": 2.0}
+        a, b = _worker(db_a, "a", **options), _worker(db_b, "b", **options)
+        for url in urls:
+            a.add(NewUrl(url, host, 1, 0.5))
+        handed: list[tuple[str, str, int]] = []
+
+        async def work(frontier: PgFrontier, name: str) -> None:
+            while (lease := await asyncio.wait_for(frontier.lease(), timeout=10)) is not None:
+                handed.append((lease.url, name, lease.retries))
+                frontier.finish(lease, _done(lease), Feedback())
+                if len(handed) == len(urls):
+                    frontier.commit()
+
+        first = await asyncio.wait_for(a.lease(), timeout=5)  # A holds the host and all four URLs
+        assert first is not None
+        handed.append((first.url, "a", first.retries))
+        a.finish(first, _done(first), Feedback())
+        await asyncio.gather(work(a, "a"), work(b, "b"))
+        return handed
+
+    handed = asyncio.run(scenario())
+    assert handed == [(url, "a", 0) for url in urls]
+    assert {db_a.row(url)["status"] for url in urls} == {"done"}  # type: ignore[index]
+    db_a.close()
+    db_b.close()
