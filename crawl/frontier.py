@@ -193,9 +193,10 @@ class Frontier:
         released = db.release_leases(max_retries=max_retries)
         if released:
             logger.info("Returned %d URLs leased by a previous run to pending", released)
-        for host, (next_allowed, backoff) in db.host_states().items():
+        for host, (next_allowed, backoff, errors) in db.host_states().items():
             self._next_allowed[host] = next_allowed
             self._backoff[host] = backoff
+            self._errors[host] = errors  # a host's next write stores the total, not the count since resume
         loaded = 0
         for row in db.iter_pending():
             self._push(

@@ -478,10 +478,13 @@ class CrawlDb:
             ).fetchone()[0]
         )
 
-    def host_states(self) -> dict[str, tuple[float, float]]:
-        """host → (next_allowed, backoff_s) as of the last commit."""
-        rows = self._conn.execute("SELECT host, next_allowed, backoff_s FROM hosts")
-        return {host: (float(t), float(b)) for host, t, b in rows}
+    def host_states(self) -> dict[str, tuple[float, float, int]]:
+        """host → (next_allowed, backoff_s, errors) as of the last commit.
+
+        All three: a resumed frontier writes a host's whole state back with its next
+        change, so what it did not read would be overwritten."""
+        rows = self._conn.execute("SELECT host, next_allowed, backoff_s, errors FROM hosts")
+        return {host: (float(t), float(b), int(e)) for host, t, b, e in rows}
 
     def indexed_fingerprints(self) -> Iterator[tuple[str, str, int]]:
         """(url, content_hash, simhash) of every indexed document: dedup's originals."""

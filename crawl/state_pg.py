@@ -408,9 +408,10 @@ class PgCrawlDb:
             )
         )
 
-    def host_states(self) -> dict[str, tuple[float, float]]:
-        rows = self._all("SELECT host, next_allowed, backoff_s FROM hosts")
-        return {r["host"]: (float(r["next_allowed"]), float(r["backoff_s"])) for r in rows}
+    def host_states(self) -> dict[str, tuple[float, float, int]]:
+        """As ``CrawlDb.host_states``: host → (next_allowed, backoff_s, errors)."""
+        rows = self._all("SELECT host, next_allowed, backoff_s, errors FROM hosts")
+        return {r["host"]: (float(r["next_allowed"]), float(r["backoff_s"]), int(r["errors"])) for r in rows}
 
     def indexed_fingerprints(self) -> Iterator[tuple[str, str, int]]:
         rows = self._all("SELECT url, content_hash, simhash FROM urls WHERE outcome = 'indexed' ORDER BY id")

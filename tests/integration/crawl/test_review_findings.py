@@ -5,11 +5,12 @@ from __future__ import annotations
 
 import asyncio
 import time
+from pathlib import Path
 
-from crawl.frontier import Feedback, Lease
+from crawl.frontier import Feedback, Frontier, Lease
 from crawl.frontier_pg import PgFrontier
 from crawl.seen import SeenUrls
-from crawl.state import NewUrl, Outcome, UrlStatus, UrlUpdate
+from crawl.state import CrawlDb, NewUrl, Outcome, UrlStatus, UrlUpdate
 from crawl.state_pg import PgCrawlDb
 
 
@@ -87,3 +88,27 @@ def test_a_kept_host_and_its_urls_stay_leased_while_its_worker_works_through_the
     assert {db_a.row(url)["status"] for url in urls} == {"done"}  # type: ignore[index]
     db_a.close()
     db_b.close()
+
+
+def test_a_resumed_sqlite_crawl_keeps_counting_a_hosts_errors(tmp_path: Path) -> None:
+    """The SQLite frontier restored a host's next allowed time and backoff on resume but not its
+    error count, and its next write stored the count since the restart over the total (the
+    host dashboard ranks hosts by it); PostgreSQL keeps counting from the stored row."""
+    host = "127.0.0.63"
+
+    async def fail_once(db: CrawlDb, path: str) -> None:
+        frontier = Frontier(db, SeenUrls(db, capacity=100), min_delay_s=0.0, backoff_base_s=0.0)
+        frontier.add(NewUrl(f"http://{host}/{path}", host, 0, 1.0))
+        lease = await asyncio.wait_for(frontier.lease(), timeout=5)
+        assert lease is not None
+        failed = UrlUpdate(lease.url, UrlStatus.FAILED, Outcome.ERROR, fetched=True, detail="timeout")
+        frontier.finish(lease, failed, Feedback(error=True))
+        frontier.commit()
+
+    for path in ["a", "b", "c"]:  # three runs of one crawl, one failure each
+        db = CrawlDb(tmp_path / "crawl.sqlite3")
+        asyncio.run(fail_once(db, path))
+        db.close()
+    db = CrawlDb(tmp_path / "crawl.sqlite3")
+    assert [h.errors for h in db.host_health(time.time())] == [3]
+    db.close()
