@@ -24,10 +24,12 @@ Example::
 
 from __future__ import annotations
 
+import fcntl
 import json
 import logging
 import re
 from collections.abc import Collection, Iterable, Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import fields
 from pathlib import Path
 from typing import Any
@@ -44,6 +46,8 @@ __all__ = ["DOCUMENT_SCHEMA", "DocStore"]
 MANIFEST = "segments.json"
 _SEGMENT = re.compile(r"^seg-(\d{6,})\.parquet$")
 _FORMAT = 1
+_APPEND_LOCK = ".append.lock"
+"""Beside a folder's segments: held while a segment and its manifest entry are written."""
 
 DOCUMENT_SCHEMA = pl.Schema(
     {
@@ -125,14 +129,30 @@ class DocStore:
             return ""
         self._write_root.mkdir(parents=True, exist_ok=True)
         frame = pl.DataFrame(columns, schema=DOCUMENT_SCHEMA)
-        name = self._next_segment_name()
-        write_with(self._write_root / name, lambda tmp: frame.write_parquet(tmp, compression="zstd"))
-        entries = self._manifest_entries()
-        entries.append({"name": name, "rows": count})
-        manifest = {"format": _FORMAT, "segments": entries}
-        write_text(self._manifest_path(), json.dumps(manifest, indent=1))
+        with self._appending():
+            name = self._next_segment_name()
+            write_with(self._write_root / name, lambda tmp: frame.write_parquet(tmp, compression="zstd"))
+            entries = self._manifest_entries()
+            entries.append({"name": name, "rows": count})
+            manifest = {"format": _FORMAT, "segments": entries}
+            write_text(self._manifest_path(), json.dumps(manifest, indent=1))
         logger.info("Docstore segment %s written (%d documents)", name, count)
         return f"{self.worker}/{name}" if self.worker else name
+
+    @contextmanager
+    def _appending(self) -> Iterator[None]:
+        """Hold this folder's append lock (an ``flock``, released if the process dies).
+
+        A folder usually has one writer (a crawl worker), but the operator's removal folder
+        has two (``trawl block`` and the API): choosing the next segment number and
+        rewriting the manifest must not interleave, or one writer's segment or manifest
+        entry replaces the other's."""
+        with open(self._write_root / _APPEND_LOCK, "a+b") as lock:
+            fcntl.flock(lock, fcntl.LOCK_EX)
+            try:
+                yield
+            finally:
+                fcntl.flock(lock, fcntl.LOCK_UN)
 
     def _read(self, segment: str) -> pl.DataFrame:
         return pl.read_parquet(self.root / segment).cast(DOCUMENT_SCHEMA)

@@ -74,3 +74,30 @@ def test_empty_append_and_orphan_segments(tmp_path: Path) -> None:
     assert [s["name"] for s in manifest["segments"]] == ["seg-000001.parquet", "seg-000003.parquet"]
     assert [d.url for d in store.iter_documents()] == ["http://a/1", "http://a/2"]
     assert not list(tmp_path.glob(".*tmp*"))
+
+
+def _append_many(root: str, worker: str, prefix: str, count: int) -> None:
+    store = DocStore(Path(root), worker=worker)
+    for i in range(count):
+        store.append([_doc(f"http://{prefix}/{i}")])
+
+
+def test_two_processes_appending_to_one_folder_lose_nothing(tmp_path: Path) -> None:
+    """The operator's removal folder has two writers (``trawl block`` and the API): each
+    append picks the next segment number and rewrites the manifest, so two at once wrote
+    the same segment or dropped each other's manifest entry."""
+    import multiprocessing
+
+    ctx = multiprocessing.get_context("spawn")  # a fork of a process with polars' threads can hang
+    writers = [
+        ctx.Process(target=_append_many, args=(str(tmp_path), "operator", prefix, 40))
+        for prefix in ("a", "b")
+    ]
+    for writer in writers:
+        writer.start()
+    for writer in writers:
+        writer.join(60)
+        assert writer.exitcode == 0
+    store = DocStore(tmp_path)
+    assert len(store.segments()) == 80
+    assert {d.url for d in store.iter_documents()} == {f"http://{p}/{i}" for p in "ab" for i in range(40)}
