@@ -34,10 +34,28 @@ class ContinuousCrawl:
         self._stopped = False
         self._crawler: Crawler | None = None
         self._wake: asyncio.Event | None = None
+        self._loop: asyncio.AbstractEventLoop | None = None
 
     def request_stop(self) -> None:
-        """Finish the round's fetches in flight, store them, and return."""
+        """Finish the round's fetches in flight, store them, and return.
+
+        Safe from any thread: ``trawl run``'s indexer thread calls it when it fails. The
+        crawl's events and frontier belong to its event loop, and setting an
+        ``asyncio.Event`` from another thread neither is safe nor wakes the loop (the stop
+        waited for the idle timeout, or for the round's fetches), so the stop is handed to
+        the loop.
+        """
         self._stopped = True
+        loop = self._loop
+        if loop is not None and not _running_in(loop):
+            try:
+                loop.call_soon_threadsafe(self._stop_on_loop)
+            except RuntimeError:  # the loop has closed: nothing is left to stop
+                pass
+            return
+        self._stop_on_loop()
+
+    def _stop_on_loop(self) -> None:
         if self._crawler is not None:
             self._crawler.request_stop()
         if self._wake is not None:
@@ -45,6 +63,7 @@ class ContinuousCrawl:
 
     async def run(self) -> int:
         """Crawl rounds until stopped; returns how many ran."""
+        self._loop = asyncio.get_running_loop()
         self._wake = asyncio.Event()
         while not self._stopped:
             self._crawler = Crawler(self.data_dir, self.settings, seeds=self.seeds, recrawl=True)
@@ -57,3 +76,11 @@ class ContinuousCrawl:
             except TimeoutError:
                 pass
         return self.rounds
+
+
+def _running_in(loop: asyncio.AbstractEventLoop) -> bool:
+    """Whether the calling thread is running ``loop``."""
+    try:
+        return asyncio.get_running_loop() is loop
+    except RuntimeError:
+        return False

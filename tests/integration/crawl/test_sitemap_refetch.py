@@ -133,3 +133,38 @@ def test_which_fetched_sitemaps_come_due(crawl_store: Callable[[], Any]) -> None
     assert pending() == {unscheduled}
     assert db.schedule_recrawl(now + REFETCH_S, budget=1) == 0
     assert pending() == {unscheduled, scheduled}
+
+
+def test_a_stop_from_another_thread_wakes_the_idle_crawl(
+    crawl_store: Callable[[], Any], tmp_path: Path
+) -> None:
+    """``trawl run``'s indexer thread stops the crawl when it fails. From another thread the
+    stop set the loop's ``asyncio.Event`` without waking the loop, so an idle crawl slept
+    out its whole ``idle_s`` (here 60 s) before it noticed."""
+    import threading
+
+    web = Site()
+    web.page("/", html_page("Home", prose(1)))
+    server = HostServer(web, "127.0.0.46").start()
+    settings = CrawlSettings(
+        min_delay_s=0.0, response_time_factor=0, allow_loopback=True, flush_interval_s=0.1,
+        recrawl_initial_s=3_600, frontier_url=crawl_store.frontier_url,  # type: ignore[attr-defined]
+    )  # fmt: skip
+    crawl = ContinuousCrawl(tmp_path, settings, seeds=[server.url("/")], idle_s=60.0)
+    done = threading.Event()
+
+    def crawl_thread() -> None:
+        asyncio.run(crawl.run())
+        done.set()
+
+    runner = threading.Thread(target=crawl_thread, daemon=True)
+    try:
+        runner.start()
+        deadline = time.monotonic() + 30
+        while crawl.rounds < 1 and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert crawl.rounds == 1  # idle now, for up to 60 s
+        crawl.request_stop()  # from this thread, as the indexer thread does
+        assert done.wait(20), "the idle crawl did not wake up for a stop from another thread"
+    finally:
+        server.stop()
