@@ -153,7 +153,8 @@ def search_with_experiments(
     """Assign, search (twice and merge, for interleaving on page 1), log the impression.
 
     ``search(ranker)`` answers the request's query with the named ranker (None: the
-    service's default). Interleaving applies to page 1; later pages show ranker A.
+    service's default). Interleaving applies to page 1; later pages show ranker A and
+    are logged outside the experiment, as they compare nothing.
     A request that names its own ranker (``forced_ranker``) is logged outside any
     experiment: it must not dilute a variant.
     """
@@ -174,7 +175,9 @@ def search_with_experiments(
                 a, search(assignment.rankers[1]), impression_id=impression_id
             )
         else:
-            result = a
+            # Nothing was interleaved: logged under the experiment, the page would count
+            # as a tie (no team to credit) and pull the measured preference towards zero.
+            result, assignment = a, None
     else:
         result = search(assignment.rankers[0])
     logged = log_impression(

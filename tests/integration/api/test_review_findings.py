@@ -1,0 +1,61 @@
+"""Bugs found by the API and online-experiments review, each pinned through the real app."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from fastapi.testclient import TestClient
+
+from api.app import create_app
+from core.settings import Settings
+from core.types import Document, doc_id_for
+from online.logs import IMPRESSION_SCHEMA, LogPaths, read_log
+from retrieval.manifest import IndexRoot
+
+
+@pytest.fixture(scope="module")
+def index_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """Thirty documents that all match ``alpha``: three pages of ten."""
+    root = IndexRoot(tmp_path_factory.mktemp("review-findings") / "index")
+    docs = [
+        Document(doc_id=doc_id_for(u), url=u, title=f"Page {i}", body=f"alpha beta word{i}")
+        for i, u in enumerate(f"http://a.test/{i}" for i in range(30))
+    ]
+    root.publish(root.build(docs, shards=1))
+    return root.root
+
+
+def test_later_pages_of_an_interleaving_experiment_are_not_logged_as_its_impressions(
+    tmp_path: Path, index_dir: Path
+) -> None:
+    """Page 2 shows ranker A alone: nothing was interleaved, so it must not count as a tie."""
+    (tmp_path / "experiments.toml").write_text(
+        "[experiments.tdi]\n"
+        'mode = "interleave"\n'
+        'salt = "s"\n'
+        'variants = [{ name = "a", ranker = "bm25" }, { name = "b", ranker = "bm25-rm3" }]\n'
+    )
+    settings = Settings.model_validate(
+        {
+            "api": {"rate_limit_per_s": 0},
+            "search": {"use_vectors": False},
+            "experiments": {
+                "experiments_file": str(tmp_path / "experiments.toml"),
+                "log_dir": str(tmp_path / "logs"),
+            },
+        }
+    )
+    with TestClient(create_app(settings, index_dir=index_dir)) as client:
+        headers = {"X-Trawl-User": "user-1"}
+        first = client.get("/v1/search", params={"q": "alpha"}, headers=headers)
+        second = client.get("/v1/search", params={"q": "alpha", "page": "2"}, headers=headers)
+    assert first.status_code == second.status_code == 200
+    rows = {
+        r["impression_id"]: r
+        for r in read_log(LogPaths.under(tmp_path / "logs").impressions, IMPRESSION_SCHEMA).to_pylist()
+    }
+    page_1 = rows[first.headers["X-Trawl-Impression"]]
+    page_2 = rows[second.headers["X-Trawl-Impression"]]
+    assert page_1["experiment"] == "tdi" and len(page_1["teams"]) == len(page_1["doc_ids"])
+    assert page_2["experiment"] == "" and page_2["teams"] == []
