@@ -87,7 +87,8 @@ class SeedsResult(BaseModel):
 
 @router.post("/v1/crawl/seeds", response_model=SeedsResult, tags=["admin"])
 def add_seeds(request: Request, _admin: AdminDep, body: Annotated[SeedsRequest, Body()]) -> SeedsResult:
-    from crawl.state import CrawlDb, NewUrl
+    from crawl.frontier_store import open_store
+    from crawl.state import NewUrl
 
     queued: list[str] = []
     rejected: dict[str, str] = {}
@@ -101,7 +102,9 @@ def add_seeds(request: Request, _admin: AdminDep, body: Annotated[SeedsRequest, 
         queued.append(canonical)
     path = crawl_dir(request)
     path.mkdir(parents=True, exist_ok=True)
-    db = CrawlDb(CrawlDir(path).db)
+    # The configured frontier (PostgreSQL for a fleet), not always the directory's SQLite
+    # file: on a fleet, seeds written there were never leased by any worker.
+    db = open_store(CrawlDir(path), request.app.state.settings.crawl.frontier_url)
     try:
         db.apply(inserts=inserts, leases=[], updates=[], hosts=[], now=time.time())
     finally:

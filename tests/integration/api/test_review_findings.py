@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import pytest
 from fastapi.testclient import TestClient
@@ -12,6 +14,8 @@ from core.settings import Settings
 from core.types import Document, doc_id_for
 from online.logs import IMPRESSION_SCHEMA, LogPaths, read_log
 from retrieval.manifest import IndexRoot
+
+KEY = "review-admin-key"
 
 
 @pytest.fixture(scope="module")
@@ -59,3 +63,23 @@ def test_later_pages_of_an_interleaving_experiment_are_not_logged_as_its_impress
     page_2 = rows[second.headers["X-Trawl-Impression"]]
     assert page_1["experiment"] == "tdi" and len(page_1["teams"]) == len(page_1["doc_ids"])
     assert page_2["experiment"] == "" and page_2["teams"] == []
+
+
+def test_seeds_posted_to_the_api_reach_the_configured_frontier(
+    tmp_path: Path, index_dir: Path, crawl_store: Callable[[], Any]
+) -> None:
+    """On a PostgreSQL frontier, seeds went into a SQLite file that no worker reads."""
+    settings = Settings.model_validate(
+        {
+            "api": {"admin_api_key": KEY, "crawl_data": str(tmp_path), "rate_limit_per_s": 0},
+            "crawl": {"frontier_url": crawl_store.frontier_url},  # type: ignore[attr-defined]
+            "search": {"use_vectors": False},
+        }
+    )
+    with TestClient(create_app(settings, index_dir=index_dir)) as client:
+        answer = client.post(
+            "/v1/crawl/seeds", json={"urls": ["http://seed.test/start"]}, headers={"X-API-Key": KEY}
+        )
+    assert answer.status_code == 200
+    assert answer.json()["queued"] == ["http://seed.test/start"]
+    assert crawl_store().exists("http://seed.test/start")
