@@ -167,17 +167,38 @@ class ProtectionMiddleware:
                 )
                 return
         received = 0
+        started = replied = False
 
         async def limited_receive() -> Message:
-            nonlocal received
+            # The 413 goes out here, not where BodyTooLarge is caught: FastAPI's body
+            # parsing catches every exception and answers 400 "error parsing the body",
+            # so a chunked body (no Content-Length) never reached an ``except`` below.
+            nonlocal received, replied
             message = await receive()
             if message["type"] == "http.request":
                 received += len(message.get("body", b""))
                 if received > self.max_request_bytes:
+                    if not started and not replied:
+                        replied = True
+                        await _reply(
+                            send,
+                            413,
+                            "too_large",
+                            f"The request body exceeds {self.max_request_bytes} bytes.",
+                        )
                     raise BodyTooLarge
             return message
 
+        async def guarded_send(message: Message) -> None:
+            """Pass the app's response on, unless the 413 has already answered the request."""
+            nonlocal started
+            if replied:
+                return
+            if message["type"] == "http.response.start":
+                started = True
+            await send(message)
+
         try:
-            await self.app(scope, limited_receive, send)
+            await self.app(scope, limited_receive, guarded_send)
         except BodyTooLarge:
-            await _reply(send, 413, "too_large", f"The request body exceeds {self.max_request_bytes} bytes.")
+            pass  # answered in limited_receive (or the app had already started its own answer)

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -83,3 +83,27 @@ def test_seeds_posted_to_the_api_reach_the_configured_frontier(
     assert answer.status_code == 200
     assert answer.json()["queued"] == ["http://seed.test/start"]
     assert crawl_store().exists("http://seed.test/start")
+
+
+def test_an_oversized_body_without_content_length_is_413(tmp_path: Path, index_dir: Path) -> None:
+    """A chunked body over the limit got FastAPI's 400 "error parsing the body", not 413."""
+    settings = Settings.model_validate(
+        {
+            "api": {"admin_api_key": KEY, "rate_limit_per_s": 0, "max_request_bytes": 1024},
+            "search": {"use_vectors": False},
+            "experiments": {"log_dir": str(tmp_path / "logs")},
+        }
+    )
+
+    def chunked() -> Iterator[bytes]:  # a generator: sent without Content-Length
+        yield b'{"generation": "' + b"g" * 4096 + b'"}'
+
+    with TestClient(create_app(settings, index_dir=index_dir)) as client:
+        for path in ("/v1/click", "/v1/index/publish"):
+            answer = client.post(
+                path,
+                content=chunked(),
+                headers={"content-type": "application/json", "X-API-Key": KEY},
+            )
+            assert answer.status_code == 413, (path, answer.text)
+            assert answer.json()["error"] == "too_large"
