@@ -125,7 +125,9 @@ class ParquetLog:
             raise RuntimeError(f"log {self.directory} is closed")
         with self._lock:
             self._rows.append(row)
-            full = len(self._rows) >= self.max_buffer_rows
+            # Read under the lock: a row that passed the check above while ``close`` ran
+            # arrives after close's last flush, and would stay in the buffer for ever.
+            full = self._closed or len(self._rows) >= self.max_buffer_rows
         if full:
             self.flush()
 

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Callable, Iterator
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -12,7 +14,7 @@ from fastapi.testclient import TestClient
 from api.app import create_app
 from core.settings import Settings
 from core.types import Document, doc_id_for
-from online.logs import IMPRESSION_SCHEMA, LogPaths, read_log
+from online.logs import CLICK_SCHEMA, IMPRESSION_SCHEMA, LogPaths, ParquetLog, read_log
 from retrieval.manifest import IndexRoot
 
 KEY = "review-admin-key"
@@ -107,3 +109,45 @@ def test_an_oversized_body_without_content_length_is_413(tmp_path: Path, index_d
             )
             assert answer.status_code == 413, (path, answer.text)
             assert answer.json()["error"] == "too_large"
+
+
+class _CloseOnFirstAcquire:
+    """A lock that, the first time it is taken, lets ``close`` run to the end first.
+
+    It replays, deterministically, a request thread appending a row just as the service
+    shuts down: past ``append``'s closed check, before it takes the lock.
+    """
+
+    def __init__(self, log: ParquetLog) -> None:
+        self.log = log
+        self.inner = threading.Lock()
+        self.armed = True
+
+    def __enter__(self) -> None:
+        if self.armed:
+            self.armed = False
+            closer = threading.Thread(target=self.log.close)
+            closer.start()
+            closer.join()
+        self.inner.acquire()
+
+    def __exit__(self, *exc: object) -> None:
+        self.inner.release()
+
+
+def test_a_row_appended_while_the_log_closes_is_written(tmp_path: Path) -> None:
+    """The row passed the closed check, close flushed an empty buffer, and the row was left behind."""
+    log = ParquetLog(tmp_path / "clicks", CLICK_SCHEMA, max_buffer_rows=100, flush_interval_s=None)
+    log._lock = _CloseOnFirstAcquire(log)  # type: ignore[assignment]
+    row = {
+        "click_id": "c" * 32,
+        "impression_id": "i" * 32,
+        "ts": datetime.now(UTC),
+        "doc_id": 1,
+        "position": 1,
+        "experiment": "",
+        "variant": "",
+        "team": "",
+    }
+    log.append(row)
+    assert read_log(tmp_path / "clicks", CLICK_SCHEMA).num_rows == 1
