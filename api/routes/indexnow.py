@@ -197,7 +197,10 @@ async def notify_one(
     key_location: Annotated[str | None, Query(alias="keyLocation", max_length=4096)] = None,
 ) -> dict[str, Any]:
     """IndexNow: one changed URL; the key file is checked on the URL's own host."""
-    netloc = urlsplit(url).netloc if url.startswith(("http://", "https://")) else ""
+    try:
+        netloc = urlsplit(url).netloc if url.startswith(("http://", "https://")) else ""
+    except ValueError:  # e.g. "http://[::1/": urlsplit refuses a broken IPv6 host
+        netloc = ""
     if not netloc:
         raise QueryError(f"{url[:200]!r} is not an http(s) URL with a host.")
     return await _accept(request, netloc.rpartition("@")[2], key, key_location, [url])

@@ -151,3 +151,15 @@ def test_a_row_appended_while_the_log_closes_is_written(tmp_path: Path) -> None:
     }
     log.append(row)
     assert read_log(tmp_path / "clicks", CLICK_SCHEMA).num_rows == 1
+
+
+@pytest.mark.parametrize("url", ["http://[::1/page", "https://[not-an-address]:80/"])
+def test_an_unparsable_indexnow_url_is_400(tmp_path: Path, index_dir: Path, url: str) -> None:
+    """``urlsplit`` raises ValueError on a broken IPv6 host: the GET answered 500."""
+    settings = Settings.model_validate(
+        {"api": {"crawl_data": str(tmp_path), "rate_limit_per_s": 0}, "search": {"use_vectors": False}}
+    )
+    with TestClient(create_app(settings, index_dir=index_dir), raise_server_exceptions=False) as client:
+        answer = client.get("/indexnow", params={"url": url, "key": "a1b2c3d4-key"})
+    assert answer.status_code == 400, answer.text
+    assert answer.json()["error"] == "bad_query"
