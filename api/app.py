@@ -69,6 +69,12 @@ def create_app(settings: Settings, *, index_dir: Path, shard_urls: str | None = 
         app.state.search_limiter = search_limiter(settings)
         app.state.index_dir = Path(index_dir)
         app.state.experiments = experiments.open_experiments(settings)
+        try:
+            experiments.check_rankers(app.state.experiments.book, service.stages)
+        except Exception:
+            app.state.experiments.close()
+            service.close()
+            raise
         app.state.ready = True
         try:
             yield

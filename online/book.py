@@ -217,6 +217,17 @@ class ExperimentBook:
         experiment = self.active(now or datetime.now(UTC))
         return experiment.assign(unit_id) if experiment is not None else None
 
-    def rankers(self) -> Sequence[str]:
-        """Every ranker name the experiments use (to check them against the catalog at start-up)."""
-        return sorted({v.ranker for e in self.experiments.values() for v in e.variants})
+    def rankers(self, now: datetime | None = None) -> Sequence[str]:
+        """Every ranker name the experiments use (to check them against the catalog at start-up).
+
+        With ``now``, only those of experiments not finished by then: a finished one stays
+        declared for its report, and its rankers may have been retired since.
+        """
+        return sorted(
+            {
+                v.ranker
+                for e in self.experiments.values()
+                if now is None or e.stop is None or now < e.stop
+                for v in e.variants
+            }
+        )

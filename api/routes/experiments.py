@@ -12,8 +12,9 @@ is the ``X-Trawl-User`` header, else the ``trawl_uid`` cookie (names in
 from __future__ import annotations
 
 import uuid
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Collection, Sequence
 from dataclasses import dataclass, replace
+from datetime import UTC, datetime
 from typing import Annotated
 
 from fastapi import APIRouter, Request, Response
@@ -22,10 +23,10 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from api.params import StrictInt
 from api.schemas import ErrorModel
-from core.errors import ExperimentsDisabled
+from core.errors import ConfigError, ExperimentsDisabled
 from core.settings import Settings
 from core.types import Hit, SearchResponse
-from online.book import Assignment
+from online.book import Assignment, ExperimentBook
 from online.interleaving import Team, interleave_rng, team_draft
 from online.runtime import ExperimentRuntime
 
@@ -52,6 +53,20 @@ class ClickOut(BaseModel):
 def open_experiments(settings: Settings) -> ExperimentRuntime:
     """Build the runtime for ``app.state.experiments`` (call in the lifespan; close it after ``yield``)."""
     return ExperimentRuntime.from_settings(settings)
+
+
+def check_rankers(book: ExperimentBook, served: Collection[str]) -> None:
+    """Refuse to start when a running or future experiment names a ranker this service lacks.
+
+    Unchecked, a typo in ``experiments.toml`` answered every search of the users bucketed
+    into that variant with 400 "Unknown ranker", a request they never made.
+    """
+    unknown = sorted(set(book.rankers(datetime.now(UTC))) - set(served))
+    if unknown:
+        raise ConfigError(
+            f"{book.source}: experiments name ranker(s) this service does not serve: "
+            f"{', '.join(unknown)}; it serves: {', '.join(sorted(served))}."
+        )
 
 
 def get_runtime(request: Request) -> ExperimentRuntime | None:

@@ -12,6 +12,7 @@ import pytest
 from fastapi.testclient import TestClient
 
 from api.app import create_app
+from core.errors import ConfigError
 from core.settings import Settings
 from core.types import Document, doc_id_for
 from online.logs import CLICK_SCHEMA, IMPRESSION_SCHEMA, LogPaths, ParquetLog, read_log
@@ -163,3 +164,27 @@ def test_an_unparsable_indexnow_url_is_400(tmp_path: Path, index_dir: Path, url:
         answer = client.get("/indexnow", params={"url": url, "key": "a1b2c3d4-key"})
     assert answer.status_code == 400, answer.text
     assert answer.json()["error"] == "bad_query"
+
+
+def test_an_experiment_naming_an_unknown_ranker_stops_the_start(tmp_path: Path, index_dir: Path) -> None:
+    """Unchecked, every enrolled user's search was refused 400 "Unknown ranker" instead."""
+    (tmp_path / "experiments.toml").write_text(
+        "[experiments.typo]\n"
+        'salt = "s"\n'
+        'variants = [{ name = "a", ranker = "bm25" }, { name = "b", ranker = "bm25-typo" }]\n'
+    )
+    settings = Settings.model_validate(
+        {
+            "api": {"rate_limit_per_s": 0},
+            "search": {"use_vectors": False},
+            "experiments": {
+                "experiments_file": str(tmp_path / "experiments.toml"),
+                "log_dir": str(tmp_path / "logs"),
+            },
+        }
+    )
+    with (
+        pytest.raises(ConfigError, match="bm25-typo"),
+        TestClient(create_app(settings, index_dir=index_dir)) as client,
+    ):
+        client.get("/v1/search", params={"q": "alpha"}, headers={"X-Trawl-User": "user-1"})
