@@ -571,18 +571,18 @@ class LexicalShard:
             scores[field] = {}
             if tq is None:
                 continue
-            restricted = tantivy.Query.boolean_query(
-                [
-                    (tantivy.Occur.Must, tq),
-                    (tantivy.Occur.Must, tantivy.Query.const_score_query(only, 0.0)),
-                ]
-            )
-            result = self._searcher.search(restricted, limit=len(doc_ids), count=False)
-            addresses = [a for _, a in result.hits]
-            ids = self._searcher.fast_field_values("doc_id", addresses) if addresses else []
-            for (score, _), doc_id in zip(result.hits, ids, strict=True):
-                scores[field][_doc_id(doc_id)] = float(score)
+            scores[field] = dict(self._scored_among(tq, only, len(doc_ids)))
         return scores
+
+    def _scored_among(self, tq: tantivy.Query, only: tantivy.Query, limit: int) -> list[tuple[DocId, float]]:
+        """(doc id, score of ``tq``) of the documents ``only`` selects that ``tq`` matches."""
+        restricted = tantivy.Query.boolean_query(
+            [(tantivy.Occur.Must, tq), (tantivy.Occur.Must, tantivy.Query.const_score_query(only, 0.0))]
+        )
+        result = self._searcher.search(restricted, limit=limit, count=False)
+        addresses = [a for _, a in result.hits]
+        ids = self._searcher.fast_field_values("doc_id", addresses) if addresses else []
+        return [(_doc_id(doc_id), float(score)) for (score, _), doc_id in zip(result.hits, ids, strict=True)]
 
     def matching(
         self, query: Query, doc_ids: Sequence[DocId], *, stats: CorpusStats | None = None
@@ -592,16 +592,7 @@ class LexicalShard:
         tq = self.build_query(query, stats=stats) if doc_ids else None
         if tq is None:
             return set()
-        restricted = tantivy.Query.boolean_query(
-            [
-                (tantivy.Occur.Must, tq),
-                (tantivy.Occur.Must, tantivy.Query.const_score_query(self._among(doc_ids), 0.0)),
-            ]
-        )
-        result = self._searcher.search(restricted, limit=len(doc_ids), count=False)
-        addresses = [a for _, a in result.hits]
-        ids = self._searcher.fast_field_values("doc_id", addresses) if addresses else []
-        return {_doc_id(i) for i in ids}
+        return {doc_id for doc_id, _ in self._scored_among(tq, self._among(doc_ids), len(doc_ids))}
 
     def filter_doc_ids(self, query: Query, doc_ids: Sequence[DocId]) -> set[DocId]:
         """Which of ``doc_ids`` pass the query's filters (site, lang, filetype, -terms).

@@ -33,6 +33,20 @@ def index_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return root.root
 
 
+def _with_experiments(tmp_path: Path) -> Settings:
+    """Settings whose experiments come from ``tmp_path/experiments.toml`` (no rate limit, no vectors)."""
+    return Settings.model_validate(
+        {
+            "api": {"rate_limit_per_s": 0},
+            "search": {"use_vectors": False},
+            "experiments": {
+                "experiments_file": str(tmp_path / "experiments.toml"),
+                "log_dir": str(tmp_path / "logs"),
+            },
+        }
+    )
+
+
 def test_later_pages_of_an_interleaving_experiment_are_not_logged_as_its_impressions(
     tmp_path: Path, index_dir: Path
 ) -> None:
@@ -43,16 +57,7 @@ def test_later_pages_of_an_interleaving_experiment_are_not_logged_as_its_impress
         'salt = "s"\n'
         'variants = [{ name = "a", ranker = "bm25" }, { name = "b", ranker = "bm25-rm3" }]\n'
     )
-    settings = Settings.model_validate(
-        {
-            "api": {"rate_limit_per_s": 0},
-            "search": {"use_vectors": False},
-            "experiments": {
-                "experiments_file": str(tmp_path / "experiments.toml"),
-                "log_dir": str(tmp_path / "logs"),
-            },
-        }
-    )
+    settings = _with_experiments(tmp_path)
     with TestClient(create_app(settings, index_dir=index_dir)) as client:
         headers = {"X-Trawl-User": "user-1"}
         first = client.get("/v1/search", params={"q": "alpha"}, headers=headers)
@@ -173,16 +178,7 @@ def test_an_experiment_naming_an_unknown_ranker_stops_the_start(tmp_path: Path, 
         'salt = "s"\n'
         'variants = [{ name = "a", ranker = "bm25" }, { name = "b", ranker = "bm25-typo" }]\n'
     )
-    settings = Settings.model_validate(
-        {
-            "api": {"rate_limit_per_s": 0},
-            "search": {"use_vectors": False},
-            "experiments": {
-                "experiments_file": str(tmp_path / "experiments.toml"),
-                "log_dir": str(tmp_path / "logs"),
-            },
-        }
-    )
+    settings = _with_experiments(tmp_path)
     with (
         pytest.raises(ConfigError, match="bm25-typo"),
         TestClient(create_app(settings, index_dir=index_dir)) as client,
