@@ -148,6 +148,11 @@ class CrawlSettings(BaseModel):
     recrawl_initial_s: float = Field(86_400, ge=0)
     recrawl_min_s: float = Field(3_600, ge=0)
     recrawl_max_s: float = Field(30 * 86_400, ge=0)
+    failed_retry_s: float = Field(86_400, ge=0)
+    """In a recrawl (``trawl run``, ``trawl crawl --recrawl``), a page that ended ``failed`` (its
+    retries used up by errors, or by crawl processes that died holding it) is tried again
+    this long after its last attempt, with fresh retries: a site's outage, or a crawler
+    killed a few times in a row, must not drop a page for good. 0: failed stays failed."""
     recrawl_budget: int = Field(1_000, ge=0)
     """Due pages made pending per crawl round (each ``trawl crawl --recrawl``, each ``trawl
     run`` round): the ones with the highest P(changed) x importance (``crawl.tiers``); the

@@ -47,14 +47,17 @@ __all__ = ["CrawlerParts"]
 
 
 def schedule_recrawl(db: CrawlStore, layout: CrawlDir, settings: CrawlSettings) -> int:
-    """Make due pages pending again: ``settings.recrawl_budget`` of them, the best first.
+    """Make due pages pending again: ``settings.recrawl_budget`` of them, the best first, and
+    failed pages ``settings.failed_retry_s`` after their last attempt.
 
     Importance (PageRank, else inbound links) is read only when a budget has to choose.
     """
+    retry = settings.failed_retry_s or None
     if settings.recrawl_budget == 0:
-        return db.schedule_recrawl(time.time())
+        return db.schedule_recrawl(time.time(), failed_retry_s=retry)
+    importance = load_importance(layout.root)
     return db.schedule_recrawl(
-        time.time(), budget=settings.recrawl_budget, importance=load_importance(layout.root)
+        time.time(), budget=settings.recrawl_budget, importance=importance, failed_retry_s=retry
     )
 
 

@@ -13,6 +13,7 @@ from __future__ import annotations
 import logging
 import sqlite3
 import threading
+import time
 from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, fields
@@ -224,6 +225,13 @@ class UrlUpdate:
         detail = self.http_status if self.outcome is Outcome.HTTP else self.detail
         return outcome_text(self.outcome, detail)
 
+    def attempt_time(self, now: float) -> float | None:
+        """The ``last_fetch`` to store: a failure always records when it was tried (the
+        recrawl tries a failed page again ``failed_retry_s`` after its last attempt)."""
+        if self.last_fetch is None and self.status == UrlStatus.FAILED:
+            return now
+        return self.last_fetch
+
     @property
     def outcome_key(self) -> str:
         """The outcome as crawl statistics count it: the kind, and the status or duplicate kind."""
@@ -296,6 +304,11 @@ _DUE = (
     "AND (next_fetch <= :now OR lastmod > last_fetch)"
 )
 """Fetched pages whose next fetch has come, or whose sitemap says they changed since."""
+_FAILED_DUE = (
+    "UPDATE urls SET status = 'pending', retries = 0 WHERE kind = 'page' AND status = 'failed' "
+    "AND COALESCE(last_fetch, 0) <= :before"
+)
+"""Failed pages whose last attempt was before ``:before``: tried again with fresh retries."""
 _SITEMAPS_DUE = (
     "UPDATE urls SET status = 'pending', retries = 0 WHERE kind = 'sitemap' AND status = 'done' "
     "AND fetch_count > 0 AND (next_fetch <= :now OR (next_fetch IS NULL AND outcome = 'sitemap'))"
@@ -559,9 +572,9 @@ class CrawlDb:
             failed = 0
             if max_retries is not None:
                 failed = conn.execute(
-                    "UPDATE urls SET status = 'failed', outcome = :outcome, lease_until = NULL "
-                    "WHERE status = 'leased' AND retries >= :max",
-                    {"outcome": Outcome.LEASE_EXPIRED.value, "max": max_retries},
+                    "UPDATE urls SET status = 'failed', outcome = :outcome, lease_until = NULL, "
+                    "last_fetch = :now WHERE status = 'leased' AND retries >= :max",
+                    {"outcome": Outcome.LEASE_EXPIRED.value, "max": max_retries, "now": time.time()},
                 ).rowcount
             released = conn.execute(
                 "UPDATE urls SET status = 'pending', retries = retries + 1, outcome = :outcome, "
@@ -573,21 +586,29 @@ class CrawlDb:
         return released
 
     def schedule_recrawl(self, now: float, *, budget: int | None = None, prior_s: float = 86_400.0,
-                         importance: Importance = ({}, {})) -> int:  # fmt: skip
+                         importance: Importance = ({}, {}),
+                         failed_retry_s: float | None = None) -> int:  # fmt: skip
         """Make fetched pages whose next fetch is due pending again; returns how many.
 
         With ``budget``, only that many: the due pages with the highest P(changed) ×
         importance (``crawl.tiers``); the rest stay due for a later round. Due sitemaps
         become pending too, outside the budget and the count: their ``<lastmod>`` is what
-        makes the pages they list due.
+        makes the pages they list due. With ``failed_retry_s``, failed pages whose last
+        attempt is that old become pending with fresh retries, outside the budget too and
+        counted.
         """
         with self._write_lock:
             self._conn.execute(_SITEMAPS_DUE, {"now": now})
+            retried = 0
+            if failed_retry_s is not None:
+                retried = self._conn.execute(_FAILED_DUE, {"before": now - failed_retry_s}).rowcount
+            if retried:
+                logger.info("%d failed pages tried again", retried)
             if budget is None:
                 cursor = self._conn.execute(
                     f"UPDATE urls SET status = 'pending', retries = 0 WHERE {_DUE}", {"now": now}
                 )
-                return cursor.rowcount
+                return cursor.rowcount + retried
             rows = self._conn.execute(
                 "SELECT url, discovered_at AS first_fetch, last_fetch, fetch_count, change_count, lastmod "
                 f"FROM urls WHERE {_DUE}",
@@ -600,7 +621,7 @@ class CrawlDb:
                 "UPDATE urls SET status = 'pending', retries = 0 WHERE url = ?", [(u,) for u in chosen]
             )
             self._conn.execute("COMMIT")
-        return len(chosen)
+        return len(chosen) + retried
 
     def record_lastmod(self, lastmods: Mapping[str, float]) -> int:
         """Keep sitemap ``<lastmod>`` hints of known URLs (the newest per URL); returns how many
@@ -659,6 +680,7 @@ class CrawlDb:
                 [
                     _params(
                         u,
+                        last_fetch=u.attempt_time(now),
                         outcome=u.outcome_text,
                         simhash=to_signed64(u.simhash),
                         fetched=int(u.fetched),

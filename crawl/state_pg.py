@@ -126,6 +126,11 @@ _DUE = (
     "AND (next_fetch <= %s OR lastmod > last_fetch)"
 )
 """Fetched pages whose next fetch has come, or whose sitemap says they changed since."""
+_FAILED_DUE = (
+    "UPDATE urls SET status = 'pending', retries = 0 WHERE kind = 'page' AND status = 'failed' "
+    "AND COALESCE(last_fetch, 0) <= %s"
+)
+"""As on SQLite: failed pages whose last attempt is old enough are tried again."""
 _SITEMAPS_DUE = (
     "UPDATE urls SET status = 'pending', retries = 0 WHERE kind = 'sitemap' AND status = 'done' "
     "AND fetch_count > 0 AND (next_fetch <= %s OR (next_fetch IS NULL AND outcome = 'sitemap'))"
@@ -611,9 +616,9 @@ class PgCrawlDb:
         if max_retries is None:
             return []
         rows = self._conn.execute(
-            "UPDATE urls SET status = 'failed', lease_until = NULL, lease_owner = '', "
+            "UPDATE urls SET status = 'failed', lease_until = NULL, lease_owner = '', last_fetch = %s, "
             f"outcome = 'lease expired' WHERE status = 'leased' AND retries >= %s AND {where} RETURNING url",
-            (max_retries, *params),
+            (time.time(), max_retries, *params),
         ).fetchall()
         if rows:
             logger.warning("%d URLs whose leases ran out used up their retries: marked failed", len(rows))
@@ -672,16 +677,20 @@ class PgCrawlDb:
 
     @_retry_on_conflict
     def schedule_recrawl(self, now: float, *, budget: int | None = None, prior_s: float = 86_400.0,
-                         importance: Importance = ({}, {})) -> int:  # fmt: skip
+                         importance: Importance = ({}, {}),
+                         failed_retry_s: float | None = None) -> int:  # fmt: skip
         """As ``CrawlDb.schedule_recrawl``: every due page, or the ``budget`` best by ``crawl.tiers``;
-        due sitemaps too, outside the budget."""
+        due sitemaps too, outside the budget, and failed pages to try again."""
         with self._lock:
             self._conn.execute(_SITEMAPS_DUE, (now,))
+            retried = 0
+            if failed_retry_s is not None:
+                retried = self._conn.execute(_FAILED_DUE, (now - failed_retry_s,)).rowcount
             if budget is None:
                 cursor = self._conn.execute(
                     f"UPDATE urls SET status = 'pending', retries = 0 WHERE {_DUE}", (now,)
                 )
-                return cursor.rowcount
+                return cursor.rowcount + retried
             rows = self._conn.execute(
                 "SELECT url, discovered_at AS first_fetch, last_fetch, fetch_count, change_count, lastmod "
                 f"FROM urls WHERE {_DUE}",
@@ -693,7 +702,7 @@ class PgCrawlDb:
                 cur.executemany(
                     "UPDATE urls SET status = 'pending', retries = 0 WHERE url = %s", [(u,) for u in chosen]
                 )
-        return len(chosen)
+        return len(chosen) + retried
 
     @_retry_on_conflict
     def record_lastmod(self, lastmods: Mapping[str, float]) -> int:
@@ -752,7 +761,7 @@ class PgCrawlDb:
                 _insert(cur, inserts, now)
                 if leases:
                     cur.executemany(_LEASE_URL_ROW, [{"url": url, "until": until} for url, until in leases])
-                for rows in _update_rows(updates):
+                for rows in _update_rows(updates, now):
                     cur.execute(_UPDATE_URLS, {"rows": json.dumps(rows)})
                 logged = fetch_log_rows(updates, now)
                 if logged:
@@ -791,7 +800,7 @@ def _insert(cur: psycopg.Cursor[Any], inserts: Sequence[NewUrl], now: float) -> 
     cur.execute(_INSERT_URLS, {"rows": json.dumps(rows), "now": now})
 
 
-def _update_rows(updates: Sequence[UrlUpdate]) -> Iterator[list[dict[str, object]]]:
+def _update_rows(updates: Sequence[UrlUpdate], now: float) -> Iterator[list[dict[str, object]]]:
     """The updates as JSON rows, in statements where each URL appears once (in the order given).
 
     One ``UPDATE … FROM`` changes a row once however many source rows match it, so a URL
@@ -817,7 +826,7 @@ def _update_rows(updates: Sequence[UrlUpdate]) -> Iterator[list[dict[str, object
                     "simhash": to_signed64(u.simhash),
                     "etag": u.etag,
                     "last_modified": u.last_modified,
-                    "last_fetch": u.last_fetch,
+                    "last_fetch": u.attempt_time(now),
                     "next_fetch": u.next_fetch,
                     "interval_s": u.interval_s,
                     "retries": u.retries,

@@ -8,6 +8,7 @@ full rebuild of the same docstore.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import random
 import signal
@@ -86,6 +87,10 @@ def _env() -> dict[str, str]:
         TRAWL_CRAWL__RECRAWL_INITIAL_S="1",
         TRAWL_CRAWL__RECRAWL_MIN_S="0.5",
         TRAWL_CRAWL__RECRAWL_MAX_S="1",
+        # Killed about a second after each start, the runs may all die holding the same URL
+        # (the first in the queue): each counts an attempt, and a page ends failed after
+        # max_retries of them; the recrawl tries it again this long after.
+        TRAWL_CRAWL__FAILED_RETRY_S="1",
         TRAWL_CRAWL__FLUSH_INTERVAL_S="0.2",
         TRAWL_CRAWL__PARSE_WORKERS="1",
         TRAWL_SEARCH__USE_VECTORS="false",
@@ -103,13 +108,23 @@ def _trawl(*args: str) -> subprocess.Popen[bytes]:
     )
 
 
-def _wait(predicate: Callable[[], bool], timeout: float, what: str) -> None:
+def _wait(predicate: Callable[[], bool], timeout: float, what: str, explain: Callable[[], str] = str) -> None:
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         if predicate():
             return
         time.sleep(0.2)
-    raise AssertionError(f"not within {timeout} s: {what}")
+    raise AssertionError(f"not within {timeout} s: {what} {explain()}")
+
+
+def _unfinished_urls(data: Path) -> str:
+    """The frontier's URLs not done, for a failure message: what the crawl is stuck on."""
+    import sqlite3
+
+    with contextlib.closing(sqlite3.connect(CrawlDir(data).db, timeout=10)) as conn:
+        query = "SELECT url, status, outcome, retries FROM urls WHERE status != 'done'"
+        rows = conn.execute(query).fetchall()
+    return f"(frontier URLs not done: {rows})"
 
 
 class Searcher:
@@ -187,7 +202,10 @@ def test_changes_reach_search_and_sigkill_loses_nothing(
             runner = _trawl(*run_args)
         for kill in range(5):
             _wait(
-                lambda k=kill: url(f"/p{20 + k}") in search.urls(f"kill{k}word"), LAG_S, f"page {20 + kill}"
+                lambda k=kill: url(f"/p{20 + k}") in search.urls(f"kill{k}word"),
+                LAG_S,
+                f"page {20 + kill}",
+                lambda: f"(trawl run exit status: {runner.poll()}) {_unfinished_urls(data)}",
             )
         _wait(lambda: url("/p5") in search.urls("ember4k"), LAG_S, "last change after the kills")
         assert url("/p5") not in search.urls("ember3k")
