@@ -33,9 +33,11 @@ def inspect_command(
 
     Example: trawl inspect "http://127.0.0.1:8099/library/os.html?utm_source=x" --data data/demo/crawl
     """
-    if not CrawlDir(data).db.exists():
+    crawl = Settings().crawl
+    if not crawl.frontier_url and not CrawlDir(data).db.exists():
         raise ConfigError(f"{data} is not a crawl data directory (no {CrawlDir(data).db.name} in it).")
-    report = inspect_url(url, data, user_agent=Settings().crawl.user_agent)
+    # A fleet's state is in its PostgreSQL frontier (TRAWL_CRAWL__FRONTIER_URL), not in DIR.
+    report = inspect_url(url, data, user_agent=crawl.user_agent, frontier_url=crawl.frontier_url)
     indexed = _indexed(report.canonical_url, index) if index is not None and report.canonical_url else None
     rule = BlockList(CrawlDir(data).blocklist).match(report.canonical_url) if report.canonical_url else None
     blocked = rule.describe() if rule is not None else None

@@ -1,7 +1,9 @@
 """Explain one URL from a crawl's database: canonical form, robots decision, state, dedup.
 
 Everything comes from the crawl database (robots policies are stored there too), so
-the answer is offline and consistent with what the crawler decided. Whether and where
+the answer is offline and consistent with what the crawler decided. That database is
+the fleet's PostgreSQL frontier when ``frontier_url`` names one: a fleet's state is
+there, and the data directory's SQLite file holds nothing of it. Whether and where
 the document is indexed is added by the index side (``api``), which reads the index.
 """
 
@@ -14,9 +16,9 @@ from typing import Any
 
 from core.crawldir import CrawlDir
 from core.types import DocId, doc_id_for
+from crawl.frontier_store import open_store
 from crawl.guard import redact_addresses
 from crawl.robots import agent_token, policy_from_response
-from crawl.state import CrawlDb
 from crawl.urls import canonicalize_url, origin_of
 
 __all__ = ["UrlReport", "inspect_url"]
@@ -37,15 +39,16 @@ class UrlReport:
     """The original and every URL recorded as its duplicate (or redirect/canonical alias)."""
 
 
-def inspect_url(url: str, data_dir: Path, *, user_agent: str) -> UrlReport:
-    """Report on ``url`` as the crawl in ``data_dir`` sees it."""
+def inspect_url(url: str, data_dir: Path, *, user_agent: str, frontier_url: str | None = None) -> UrlReport:
+    """Report on ``url`` as the crawl in ``data_dir`` (or the PostgreSQL frontier at
+    ``frontier_url``) sees it."""
     canonical = canonicalize_url(url)
-    db_path = CrawlDir(data_dir).db
+    layout = CrawlDir(data_dir)
     if not canonical:
         return UrlReport(url, "", None, "unknown", None, (), "", ())
-    if not db_path.exists():
+    if not frontier_url and not layout.db.exists():
         return UrlReport(url, canonical, doc_id_for(canonical), "unknown", None, (), "", ())
-    db = CrawlDb(db_path)
+    db = open_store(layout, frontier_url, readonly=True)
     try:
         origin = origin_of(canonical)
         robots = "unknown"

@@ -43,8 +43,10 @@ def inspection(request: Request, service: Any, url: str) -> dict[str, Any]:
     crawl_path = request.app.state.settings.api.crawl_data
     report: dict[str, Any] = {"url": url, "canonical_url": canonical}
     if crawl_path is not None:
-        user_agent = request.app.state.settings.crawl.user_agent
-        found = inspect_url(url, Path(crawl_path), user_agent=user_agent)
+        crawl = request.app.state.settings.crawl
+        found = inspect_url(
+            url, Path(crawl_path), user_agent=crawl.user_agent, frontier_url=crawl.frontier_url
+        )
         report.update(
             {
                 "robots": found.robots,
@@ -73,7 +75,10 @@ def inspect(
 @router.get("/v1/hosts", tags=["crawl"])
 def hosts(request: Request, limit: Annotated[int, Query(ge=1, le=5000)] = 500) -> list[dict[str, Any]]:
     """Per-host crawl health: backlog, errors, politeness state, response time."""
-    return [dataclasses.asdict(h) for h in host_health(crawl_dir(request), limit=limit)]
+    frontier_url = request.app.state.settings.crawl.frontier_url
+    return [
+        dataclasses.asdict(h) for h in host_health(crawl_dir(request), limit=limit, frontier_url=frontier_url)
+    ]
 
 
 class SeedsRequest(BaseModel):
@@ -122,6 +127,11 @@ def crawl_status(request: Request, _admin: AdminDep) -> dict[str, Any]:
     from crawl.fleet import crawl_status as fleet_status
 
     path = crawl_dir(request)
-    status = fleet_status(path, request.app.state.settings.crawl.frontier_url)
-    top = host_health(path, limit=20) if CrawlDir(path).db.exists() else []
+    frontier_url = request.app.state.settings.crawl.frontier_url
+    status = fleet_status(path, frontier_url)
+    top = (
+        host_health(path, limit=20, frontier_url=frontier_url)
+        if frontier_url or CrawlDir(path).db.exists()
+        else []
+    )
     return status | {"hosts": [dataclasses.asdict(h) for h in top]}

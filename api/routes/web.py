@@ -325,7 +325,10 @@ def hosts_page(request: Request) -> HTMLResponse:
         context["hosts"] = [
             [_host_cell(name, value) for name, value in row.items()]
             for row in (
-                {name: getattr(h, name) for name in HOST_COLUMNS} for h in host_health(Path(crawl_data))
+                {name: getattr(h, name) for name in HOST_COLUMNS}
+                for h in host_health(
+                    Path(crawl_data), frontier_url=request.app.state.settings.crawl.frontier_url
+                )
             )
         ]
     return templates.TemplateResponse(request, "hosts.html", context)

@@ -61,6 +61,37 @@ def test_status_aggregates_the_crawl(tmp_path: Path, index_dir: Path, crawl_stor
     assert (body["urls"], body["backlog"], body["done"], body["errors"]) == (4, 2, 1, {"http 503": 1})
     assert body["backend"] == ("postgresql" if frontier else "sqlite")
     if frontier:
-        assert body["workers_alive"] == 1 and body["hosts"] == []
-    else:
-        assert [h["host"] for h in body["hosts"]] == ["a.test"]
+        assert body["workers_alive"] == 1
+    # The fleet's hosts are in its frontier (they read the SQLite file only, and were empty).
+    assert [h["host"] for h in body["hosts"]] == ["a.test"]
+
+
+def test_inspect_and_hosts_read_the_configured_frontier(
+    tmp_path: Path, index_dir: Path, crawl_store: Callable[[], Any]
+) -> None:
+    """On a fleet the crawl's state is in PostgreSQL: `/v1/inspect`, `/v1/hosts` and the hosts
+    page read it there (they read the data directory's SQLite file, and knew nothing)."""
+    now = time.time()
+    url = "http://b.test/page"
+    db = crawl_store()
+    db.apply(inserts=[NewUrl(url, "b.test", 0, 1.0)], leases=[], updates=[], hosts=[], now=now)
+    done = UrlUpdate(url, UrlStatus.DONE, Outcome.INDEXED, 200, fetched=True, last_fetch=now)
+    db.apply(inserts=[], leases=[], updates=[done], hosts=[], now=now)
+    db.close()
+    frontier = crawl_store.frontier_url  # type: ignore[attr-defined]
+    assert (tmp_path / "frontier.sqlite").exists() == (frontier is None)
+    settings = Settings.model_validate(
+        {
+            "api": {"crawl_data": str(tmp_path), "rate_limit_per_s": 0},
+            "crawl": {"frontier_url": frontier},
+            "search": {"use_vectors": False},
+        }
+    )
+    with TestClient(create_app(settings, index_dir=index_dir)) as client:
+        report = client.get("/v1/inspect", params={"url": url}).json()
+        hosts = client.get("/v1/hosts").json()
+        page = client.get("/hosts").text
+    assert report["state"]["status"] == "done"
+    assert [h["outcome"] for h in report["history"]] == ["indexed"]
+    assert [h["host"] for h in hosts] == ["b.test"]
+    assert "b.test" in page
