@@ -28,11 +28,13 @@ from core.errors import (
     DocumentNotFound,
     ExperimentsDisabled,
     IndexStateError,
+    NothingToRollBack,
     PushKeyRejected,
     PushThrottled,
     PushUrlsRejected,
     QueryError,
     TrawlError,
+    UnknownGeneration,
     UnknownImpression,
 )
 
@@ -44,6 +46,8 @@ HTTP_ERRORS: Mapping[type[TrawlError], tuple[int, str]] = {
     BadParameter: (400, "bad_parameter"),
     BadClick: (400, "bad_click"),
     DocumentNotFound: (404, "not_found"),
+    UnknownGeneration: (404, "unknown_generation"),
+    NothingToRollBack: (409, "nothing_to_roll_back"),
     UnknownImpression: (404, "unknown_impression"),
     AdminKeyRejected: (401, "unauthorized"),
     AdminDisabled: (403, "forbidden"),

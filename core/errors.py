@@ -115,6 +115,14 @@ class DocumentNotFound(QueryError):
     """No document with that id in the serving generation."""
 
 
+class UnknownGeneration(QueryError):
+    """An admin request names a generation the index root does not hold (HTTP 404)."""
+
+
+class NothingToRollBack(QueryError):
+    """A rollback with no earlier published generation to return to (HTTP 409)."""
+
+
 class UnknownImpression(QueryError):
     """A click names an impression this service never showed (or has forgotten)."""
 

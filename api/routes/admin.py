@@ -12,7 +12,7 @@ from api.protection import AdminDep
 from api.routes.crawl import crawl_dir
 from core.blocklist import BlockList, BlockRule, block
 from core.crawldir import CrawlDir
-from core.errors import QueryError
+from core.errors import ManifestError, NothingToRollBack, QueryError, UnknownGeneration
 from retrieval.manifest import IndexRoot
 
 router = APIRouter(tags=["admin"])
@@ -53,14 +53,29 @@ def list_generations(request: Request, _admin: AdminDep) -> list[GenerationModel
 def publish(
     request: Request, service: SearchDep, _admin: AdminDep, body: Annotated[PublishRequest, Body()]
 ) -> PublishResult:
-    IndexRoot(request.app.state.index_dir).publish(body.generation)
+    """Serve ``generation``: 400 for a malformed id, 404 for one the index root does not hold.
+
+    Both are the caller's mistake, not an unavailable index (``ManifestError`` is a 503
+    elsewhere: a serving generation gone from disk)."""
+    root = IndexRoot(request.app.state.index_dir)
+    if not body.generation or "/" in body.generation or body.generation.startswith("."):
+        raise QueryError(f"{body.generation!r} is not a generation id; see GET /v1/index/generations.")
+    try:
+        root.publish(body.generation)
+    except ManifestError as exc:
+        raise UnknownGeneration(str(exc)) from None
     service.generations.refresh()
     return PublishResult(serving=service.generation.id)
 
 
 @router.post("/v1/index/rollback", response_model=PublishResult)
 def rollback(request: Request, service: SearchDep, _admin: AdminDep) -> PublishResult:
-    IndexRoot(request.app.state.index_dir).rollback()
+    """Serve the generation published before the current one; 409 when there is none (or it
+    is gone from disk)."""
+    try:
+        IndexRoot(request.app.state.index_dir).rollback()
+    except ManifestError as exc:
+        raise NothingToRollBack(str(exc)) from None
     service.generations.refresh()
     return PublishResult(serving=service.generation.id)
 

@@ -96,8 +96,30 @@ def test_publish_during_queries_loses_nothing_and_rollback_restores(
     assert rolled.json() == {"serving": first}
     again = client.get("/v1/search", params={"q": "flow", "size": 20}).json()
     assert [r["doc_id"] for r in again["results"]] == [r["doc_id"] for r in before["results"]]
+    # The caller's mistakes are 4xx, not "index unavailable" (they were 503).
     bad = client.post("/v1/index/publish", json={"generation": "nope"}, headers={"X-API-Key": KEY})
-    assert bad.status_code == 503 and "does not exist" in bad.json()["detail"]
+    assert (bad.status_code, bad.json()["error"]) == (404, "unknown_generation")
+    assert "does not exist" in bad.json()["detail"]
+    malformed = client.post("/v1/index/publish", json={"generation": "../x"}, headers={"X-API-Key": KEY})
+    assert (malformed.status_code, malformed.json()["error"]) == (400, "bad_query")
+    assert client.get("/v1/search", params={"q": "flow"}).json()["generation"] == first
+
+
+def test_a_rollback_with_nothing_earlier_is_a_conflict(
+    eval_dir: Path, tmp_path_factory: pytest.TempPathFactory
+) -> None:
+    root = IndexRoot(tmp_path_factory.mktemp("once") / "index")
+    docs = list(itertools.islice(BeirDataset.open(eval_dir / "cranfield").iter_documents(), 20))
+    only = root.build(docs, shards=1)
+    root.publish(only)
+    settings = Settings.model_validate(
+        {"api": {"admin_api_key": KEY, "rate_limit_per_s": 0}, "search": {"use_vectors": False}}
+    )
+    with ServerThread(create_app(settings, index_dir=root.root)) as running:
+        r = httpx.post(f"{running.url}/v1/index/rollback", headers={"X-API-Key": KEY})
+        serving = httpx.get(f"{running.url}/v1/search", params={"q": "flow"}).json()["generation"]
+    assert (r.status_code, r.json()["error"]) == (409, "nothing_to_roll_back")
+    assert serving == only
 
 
 def test_admin_is_off_without_a_key(root: IndexRoot) -> None:
