@@ -151,6 +151,14 @@ class PgFrontier:
             logger.info("Returned %d URLs this worker held before it restarted to pending", released)
         self._admitted = db.admitted_pages_by_host()
         self._pages_done = db.count_finished_pages() if count_existing_pages else 0
+        db.admission_cap = max_pages_per_host
+        self._fleet_budget: int | None = max_pages if count_existing_pages else None
+        """``max_pages`` for the whole fleet (shares taken at lease time, ``PgCrawlDb.exchange``).
+        A recrawl's budget is its own run's, counted here as on one machine."""
+        self._spent_confirmed = False
+        self._fleet_left: int | None = None
+        """Pages left of the fleet's budget as the last round saw it, plus the shares this
+        worker gave back since (a retry, a robots.txt deferral); None before the first round."""
 
     @classmethod
     def from_settings(
@@ -277,11 +285,17 @@ class PgFrontier:
                 while self._ready and self._hand_out(self._ready[0]):
                     self._ready.popleft()
                 waiting = self._live_waiters()
-                room = self._max_pages - self._pages_done - self._pages_in_flight
+                room = self._room()
                 want = max(0, min(waiting, room))
                 if waiting and not want and not self._in_flight:
-                    self._end_all()  # the page budget is spent
-                    waiting = 0
+                    if self._fleet_budget is not None and not self._spent_confirmed:
+                        # What this worker knows of the fleet's budget may be stale (shares
+                        # given back by retries are counted when written): ask once more.
+                        self._spent_confirmed = True
+                        want = waiting
+                    else:
+                        self._end_all()  # the page budget is spent
+                        waiting = 0
                 if not want and not self._has_writes():
                     if not waiting:
                         return
@@ -289,6 +303,8 @@ class PgFrontier:
                     continue
                 per_host = max(1, min(_URLS_PER_HOST, room // want)) if want else 1
                 leased, idle = await self._round(want, per_host)
+                if leased:
+                    self._spent_confirmed = False
                 for lease in leased:
                     if not self._hand_out(lease):
                         self._ready.append(lease)
@@ -321,6 +337,13 @@ class PgFrontier:
                 self._write_now()  # a cancelled pump must not leave hosts leased until they expire
             if not isinstance(exc, Exception):
                 raise
+
+    def _room(self) -> int:
+        """Pages this worker may still lease: of its own budget, or of the fleet's (unknown
+        before the first round: the whole budget, which the database caps)."""
+        if self._fleet_budget is None:
+            return self._max_pages - self._pages_done - self._pages_in_flight
+        return self._fleet_budget if self._fleet_left is None else self._fleet_left
 
     @staticmethod
     async def _sleep(wakeup: asyncio.Event, timeout: float) -> None:
@@ -370,6 +393,8 @@ class PgFrontier:
         for url in renewed:
             if url in self._in_flight:
                 self._renewed[url] = until
+        if self._fleet_budget is not None and want > 0:
+            self._fleet_left = self._db.pages_left
         if inserts:
             self._seen.committed(n.url for n in inserts)
         firsts: list[Lease] = []
@@ -415,6 +440,7 @@ class PgFrontier:
             until=until,
             inserts=inserts,
             per_host=per_host,
+            budget=self._fleet_budget,
         )
         idle = db.idle(self.worker_id) if want and len(rows) < want else None
         return rows, idle, renewed
@@ -499,13 +525,17 @@ class PgFrontier:
             self._pages_in_flight += 1
         return lease
 
-    def _end_lease(self, lease: Lease) -> bool:
+    def _end_lease(self, lease: Lease, *, fetched_page: bool = False) -> bool:
+        """Forget a lease; a page's share of the fleet budget is kept when it was fetched and
+        given back otherwise (the database's trigger does the same when the result is stored)."""
         if self._in_flight.get(lease.url) is not lease:
             return False
         del self._in_flight[lease.url]
         self._renewed.pop(lease.url, None)
         if lease.kind == UrlKind.PAGE:
             self._pages_in_flight -= 1
+            if self._fleet_left is not None and not fetched_page:
+                self._fleet_left += 1
         return True
 
     def _release_host(self, host: str, feedback: Feedback) -> None:
@@ -527,13 +557,14 @@ class PgFrontier:
 
     def finish(self, lease: Lease, update: UrlUpdate, feedback: Feedback) -> bool:
         """Acknowledge a lease with its result; False when the lease had expired."""
-        if not self._end_lease(lease):
+        counted = lease.kind == UrlKind.PAGE and update.status in _FINISHED and update.fetched
+        if not self._end_lease(lease, fetched_page=counted):
             return False
         if update.status == UrlStatus.PENDING:
             self._requeues.append((lease.url, update.retries, update.outcome_text))
         else:
             self._unacknowledged.add(lease.url)
-            if lease.kind == UrlKind.PAGE and update.status in _FINISHED and update.fetched:
+            if counted:
                 self._pages_done += 1
         if update.fetched:
             self.fetched += 1

@@ -28,13 +28,15 @@ import logging
 import threading
 import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
-from typing import TYPE_CHECKING, Any, ParamSpec, TypeVar
+from typing import TYPE_CHECKING, Any, ParamSpec, TypeVar, cast
 
 from crawl.state import (
     STALE_CLUSTERS,
     HostHealth,
     HostState,
     NewUrl,
+    UrlKind,
+    UrlStatus,
     UrlUpdate,
     _params,
     fetch_log_rows,
@@ -118,7 +120,34 @@ CREATE TABLE IF NOT EXISTS workers (
     heartbeat_at DOUBLE PRECISION NOT NULL,
     counters JSONB NOT NULL DEFAULT '{}'
 );
+ALTER TABLE urls ADD COLUMN IF NOT EXISTS reserved BOOLEAN NOT NULL DEFAULT FALSE;
+ALTER TABLE hosts ADD COLUMN IF NOT EXISTS admitted INTEGER;
+CREATE TABLE IF NOT EXISTS page_budget (
+    id INTEGER PRIMARY KEY CHECK (id = 1),
+    spent BIGINT NOT NULL
+);
+INSERT INTO page_budget(id, spent)
+SELECT 1, (SELECT COUNT(*) FROM urls WHERE kind = 'page'
+           AND (status = 'leased' OR (status IN ('done', 'failed') AND fetch_count > 0)))
+WHERE NOT EXISTS (SELECT 1 FROM page_budget);
+CREATE OR REPLACE FUNCTION trawl_refund_page() RETURNS trigger LANGUAGE plpgsql AS $$
+BEGIN
+    IF NOT (NEW.status IN ('done', 'failed') AND NEW.fetch_count > OLD.fetch_count) THEN
+        UPDATE page_budget SET spent = spent - 1 WHERE id = 1;
+    END IF;
+    NEW.reserved := FALSE;
+    RETURN NEW;
+END
+$$;
+CREATE OR REPLACE TRIGGER urls_refund_page BEFORE UPDATE ON urls FOR EACH ROW
+    WHEN (OLD.reserved AND NEW.status <> 'leased') EXECUTE FUNCTION trawl_refund_page();
 """
+"""The fleet's page budget (``--max-pages`` across workers, DECISIONS 41): ``page_budget.spent``
+counts pages fetched (done or failed with a fetch) and pages leased with a share of it
+(``urls.reserved``). The trigger settles a share when its URL leaves the lease, on every
+path (result, retry, robots deferral, expiry, a dead worker's release): a fetch keeps it,
+anything else gives it back. The per-host cap counts in ``hosts.admitted`` (NULL: not
+counted yet, read from ``urls`` once)."""
 _SCHEMA_LOCK = 7_316_016  # pg_advisory_xact_lock key: workers starting together create the schema once
 
 _DUE = (
@@ -209,7 +238,8 @@ WITH h AS (
     FROM u WHERE hosts.host = u.host
     RETURNING hosts.host
 )
-UPDATE urls SET status = 'leased', lease_until = %(until)s, lease_owner = %(owner)s
+UPDATE urls SET status = 'leased', lease_until = %(until)s, lease_owner = %(owner)s,
+    reserved = (%(reserve)s AND urls.kind = 'page')
 FROM u JOIN h ON h.host = u.host
 WHERE urls.url = u.url
 RETURNING urls.url, urls.host, urls.depth, urls.priority, urls.kind, urls.retries, urls.redirects,
@@ -242,6 +272,23 @@ _RELEASE_MANY = (
     "lease_owner = CASE WHEN hosts.lease_owner = %(owner)s THEN '' ELSE hosts.lease_owner END "
     "FROM unnest(%(hosts)s::text[], %(next_allowed)s::float8[], %(backoff_s)s::float8[], %(errors)s::int[]) "
     "AS v(host, next_allowed, backoff_s, errors) WHERE hosts.host = v.host"
+)
+_BUDGET_FOR_UPDATE = "SELECT spent FROM page_budget WHERE id = 1 FOR UPDATE"
+_BUDGET_SPEND = "UPDATE page_budget SET spent = spent + %s WHERE id = 1"
+_LOCK_ADMITTED = (
+    "SELECT host, COALESCE(admitted, (SELECT COUNT(*) FROM urls u WHERE u.host = hosts.host "
+    "AND u.kind = 'page' AND u.status != 'blocked')) AS admitted "
+    "FROM hosts WHERE host = ANY(%(hosts)s) ORDER BY host FOR UPDATE"
+)
+"""Each host's admitted pages, its row locked (hosts in one order across workers) until the
+insert's transaction ends: two workers admitting pages of one host count one after the other."""
+_SET_ADMITTED = (
+    "UPDATE hosts SET admitted = v.n FROM unnest(%(hosts)s::text[], %(counts)s::int[]) AS v(host, n) "
+    "WHERE hosts.host = v.host"
+)
+_OVER_HOST_BUDGET = (
+    "UPDATE urls SET status = 'blocked', outcome = 'blocked', blocked_reason = 'host page budget reached' "
+    "WHERE url = ANY(%(urls)s) AND status = 'pending'"
 )
 _IDLE = (
     "SELECT EXISTS (SELECT 1 FROM urls WHERE status = 'pending') AS pending, "
@@ -304,6 +351,11 @@ class PgCrawlDb:
         self._lock = threading.RLock()
         self._wconn: psycopg.Connection[dict[str, Any]] | None = None
         self._wlock = threading.Lock()
+        self.admission_cap: int | None = None
+        """The fleet's per-host page cap (``max_pages_per_host``), set by the frontier leasing
+        from this database: new pending pages of a host past it are stored blocked."""
+        self.pages_left: int | None = None
+        """Pages left of the fleet's budget after the last lease that asked with one."""
         if not readonly:
             with self._conn.transaction():
                 self._conn.execute("SELECT pg_advisory_xact_lock(%s)", (_SCHEMA_LOCK,))
@@ -497,9 +549,14 @@ class PgCrawlDb:
         until: float,
         inserts: Sequence[NewUrl] = (),
         per_host: int = 1,
+        budget: int | None = None,
     ) -> list[dict[str, Any]]:
         """Insert new URLs, put URLs back to pending, release hosts, then lease up to ``n`` hosts
         with up to ``per_host`` URLs each: one pipelined round trip.
+
+        With ``budget`` (the fleet's ``--max-pages``), the pages leased take shares of it
+        under the budget row's lock, never more than are left; ``pages_left`` says how many
+        are left after this lease.
 
         ``inserts`` go in one transaction (URLs the fleet knows are skipped). ``requeues``
         are ``(url, retries, outcome)``: URLs leased by ``owner`` back to pending at once
@@ -512,7 +569,7 @@ class PgCrawlDb:
         with self._lock, self._conn.pipeline():
             if inserts:
                 with self._conn.transaction(), self._conn.cursor() as cur:
-                    _insert(cur, inserts, now)
+                    _insert(cur, inserts, now, self.admission_cap)
             if requeues:
                 ordered = sorted(requeues)  # one lock order across workers
                 self._conn.execute(
@@ -538,14 +595,33 @@ class PgCrawlDb:
                 )
             if n <= 0:
                 return []
-            cursor = self._conn.execute(
-                _LEASE,
-                {"owner": owner, "now": now, "until": until, "n": n, "per_host": max(1, per_host)},
-                prepare=False,
-            )
-            rows = cursor.fetchall()
+            params = {"owner": owner, "now": now, "until": until, "n": n, "per_host": max(1, per_host)}
+            if budget is None:
+                rows = self._conn.execute(_LEASE, params | {"reserve": False}, prepare=False).fetchall()
+            else:
+                rows = self._lease_within(budget, params)
         rows.sort(key=lambda r: (r["host_ready_at"], r["host_seq"], -r["priority"], r["url_seq"]))
         return [_lease_row(r) for r in rows]
+
+    def _lease_within(self, budget: int, params: dict[str, Any]) -> list[dict[str, Any]]:
+        """Lease at most the pages left of ``budget``, holding the budget row meanwhile: racing
+        workers take their shares one after the other, so the fleet never leases past it."""
+        with self._conn.transaction():
+            spent = int(self._conn.execute(_BUDGET_FOR_UPDATE).fetchone()["spent"])  # type: ignore[index]
+            left = max(0, budget - spent)
+            n = min(int(params["n"]), left)
+            if n == 0:
+                self.pages_left = left
+                return []
+            per_host = max(1, min(int(params["per_host"]), left // n))
+            rows = self._conn.execute(
+                _LEASE, params | {"n": n, "per_host": per_host, "reserve": True}, prepare=False
+            ).fetchall()
+            pages = sum(1 for r in rows if r["kind"] == "page")
+            if pages:
+                self._conn.execute(_BUDGET_SPEND, (pages,))
+        self.pages_left = left - pages
+        return rows
 
     def idle(self, owner: str) -> tuple[bool, bool, float | None]:
         """(any URL pending, any leased by another worker, when the next host is ready) in one query.
@@ -737,7 +813,7 @@ class PgCrawlDb:
         if not inserts:
             return
         with self._lock, self._conn.transaction(), self._conn.cursor() as cur:
-            _insert(cur, inserts, now)
+            _insert(cur, inserts, now, self.admission_cap)
             cur.executemany(
                 "UPDATE urls SET status = 'pending', retries = 0, priority = %s "
                 "WHERE url = %s AND status = 'done'",
@@ -758,7 +834,7 @@ class PgCrawlDb:
         with self._wlock:
             conn = self._writer()
             with conn.transaction(), conn.cursor() as cur:
-                _insert(cur, inserts, now)
+                _insert(cur, inserts, now, self.admission_cap)
                 if leases:
                     cur.executemany(_LEASE_URL_ROW, [{"url": url, "until": until} for url, until in leases])
                 for rows in _update_rows(updates, now):
@@ -776,10 +852,23 @@ def _lease_row(row: dict[str, Any]) -> dict[str, Any]:
     return row
 
 
-def _insert(cur: psycopg.Cursor[Any], inserts: Sequence[NewUrl], now: float) -> None:
+def _insert(cur: psycopg.Cursor[Any], inserts: Sequence[NewUrl], now: float, cap: int | None = None) -> None:
+    """Insert the URLs the fleet does not know yet (inside the caller's transaction).
+
+    With ``cap``, a host's new pending pages past it are stored blocked ("host page budget
+    reached"), counted fleet-wide: each worker checks its own count first (``PgFrontier.add``)
+    but knows only the pages it admitted itself.
+    """
     if not inserts:
         return
     cur.execute(_INSERT_HOSTS, {"hosts": sorted({n.host for n in inserts})})
+    candidates = [n for n in inserts if n.kind == UrlKind.PAGE and n.status == UrlStatus.PENDING]
+    admitted: dict[str, int] = {}
+    if cap is not None and candidates:
+        hosts = sorted({n.host for n in candidates})
+        admitted = {
+            r["host"]: int(r["admitted"]) for r in cur.execute(_LOCK_ADMITTED, {"hosts": hosts}).fetchall()
+        }
     rows = [
         {
             "url": n.url,
@@ -797,7 +886,23 @@ def _insert(cur: psycopg.Cursor[Any], inserts: Sequence[NewUrl], now: float) -> 
         }
         for n in inserts
     ]
-    cur.execute(_INSERT_URLS, {"rows": json.dumps(rows), "now": now})
+    if not admitted:
+        cur.execute(_INSERT_URLS, {"rows": json.dumps(rows), "now": now})
+        return
+    inserted = {
+        r["url"] for r in cur.execute(_INSERT_URLS + " RETURNING url", {"rows": json.dumps(rows), "now": now})
+    }
+    over: list[str] = []
+    for new in candidates:  # in the order the crawl found them, as on one machine
+        if new.url in inserted and new.host in admitted:
+            if admitted[new.host] >= cast(int, cap):
+                over.append(new.url)
+            else:
+                admitted[new.host] += 1
+    if over:
+        cur.execute(_OVER_HOST_BUDGET, {"urls": over})
+    hosts = sorted(admitted)
+    cur.execute(_SET_ADMITTED, {"hosts": hosts, "counts": [admitted[h] for h in hosts]})
 
 
 def _update_rows(updates: Sequence[UrlUpdate], now: float) -> Iterator[list[dict[str, object]]]:

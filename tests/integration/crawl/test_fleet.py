@@ -157,3 +157,26 @@ def test_a_killed_worker_leaves_its_hosts_to_the_others(
     assert fleet_docs == _doc_urls(single) == _expected(web)
     for server in web:
         assert server.recorder.max_in_flight == 1, server.address
+
+
+@pytest.mark.timeout(400)
+def test_the_page_budgets_hold_across_the_fleet(web: list[HostServer], pg_dsn: str, tmp_path: Path) -> None:
+    """``--max-pages`` and the per-host cap count the fleet's pages, not each worker's: three
+    workers asked for 11 pages, at most 3 a host, fetch 11 pages, none twice, at most 3 a host
+    (each worker counted its own: up to three times either budget)."""
+    data = tmp_path / "budget"
+    argv = [_TRAWL, "crawl", *(s.url("/") for s in web), "--data", str(data), "--no-progress", "--json",
+            "--frontier", pg_dsn, "--max-pages", "11"]  # fmt: skip
+    env = _env(TRAWL_CRAWL__MAX_PAGES_PER_HOST="3")
+    workers = [
+        subprocess.Popen(
+            [*argv, "--worker-id", f"b{i}"], env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE
+        )
+        for i in range(3)
+    ]
+    _wait(workers)
+    per_host = [Counter(p for p in s.recorder.paths() if p != "/robots.txt") for s in web]
+    assert sum(sum(pages.values()) for pages in per_host) == 11, per_host
+    assert max(max(pages.values(), default=0) for pages in per_host) == 1, per_host
+    assert max(len(pages) for pages in per_host) <= 3, per_host
+    assert len(_doc_urls(data)) == 11
