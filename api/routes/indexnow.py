@@ -15,7 +15,15 @@ crawl round (``trawl run``, ``trawl crawl``) fetches them under robots and polit
 
 Answers: 200 queued; 400 malformed (fields, URL, key format); 403 key not valid; 422 a
 URL or the key location not of the host; 429 over ``PER_HOST_PER_MINUTE``
-notifications from one host; 404 when no crawl data directory is configured (not offered).
+notifications from one host, or over ``KEY_CHECKS_PER_HOST_PER_MINUTE`` key-file fetches;
+404 when no crawl data directory is configured (not offered).
+
+Two throttles, so that nobody but the site can spend its quota: a key once verified is
+remembered for ``VERIFIED_KEY_TTL_S`` (its notifications fetch nothing), and only verified
+notifications count against the host's ``PER_HOST_PER_MINUTE``. Notifications with a key
+not verified lately each cost one key-file fetch from the host, at most
+``KEY_CHECKS_PER_HOST_PER_MINUTE`` a minute: forged keys can use those up (the price of
+not fetching without limit on a stranger's word), never the site's own quota.
 """
 
 from __future__ import annotations
@@ -29,6 +37,7 @@ from typing import Annotated, Any
 from urllib.parse import urlsplit
 
 import httpx
+from cachetools import TTLCache
 from fastapi import APIRouter, Body, Query, Request
 from pydantic import BaseModel, Field
 
@@ -54,6 +63,8 @@ router = APIRouter()
 PUSH_PRIORITY = 2.0
 """Above every priority the crawl gives (seeds 1.0, links 1 / (1 + depth))."""
 PER_HOST_PER_MINUTE = 60
+KEY_CHECKS_PER_HOST_PER_MINUTE = 20
+VERIFIED_KEY_TTL_S = 3600.0
 MAX_URLS = 10_000
 KEY_FILE_BYTES = 64 * 1024
 KEY_FETCH_TIMEOUT_S = 5.0
@@ -88,6 +99,12 @@ class _Throttle:
 
 
 _throttle = _Throttle(PER_HOST_PER_MINUTE)
+"""Verified notifications per host."""
+_key_checks = _Throttle(KEY_CHECKS_PER_HOST_PER_MINUTE)
+"""Key-file fetches per host: what a notification with an unverified key costs the host."""
+_verified: TTLCache[tuple[str, str], bool] = TTLCache(maxsize=10_000, ttl=VERIFIED_KEY_TTL_S)
+"""(key file URL, key) pairs that answered with the key lately."""
+_verified_lock = threading.Lock()
 
 
 def _split_host(host: str) -> tuple[str, int | None]:
@@ -170,9 +187,16 @@ async def _accept(
 ) -> dict[str, Any]:
     path = _crawl_dir(request)
     canonical, key_url = _checked(host, key, key_location, urls)
-    _throttle.admit(_split_host(host)[0], time.monotonic())
+    name = _split_host(host)[0]
+    with _verified_lock:
+        known = _verified.get((key_url, key), False)
+    if not known:
+        _key_checks.admit(name, time.monotonic())
+        await _verify_key(key_url, key, request.app.state.settings.crawl)
+        with _verified_lock:
+            _verified[(key_url, key)] = True
+    _throttle.admit(name, time.monotonic())
     settings = request.app.state.settings.crawl
-    await _verify_key(key_url, key, settings)
     unique = list(dict.fromkeys(canonical))
     path.mkdir(parents=True, exist_ok=True)
     db = open_store(CrawlDir(path), settings.frontier_url)

@@ -156,3 +156,41 @@ def test_a_host_over_its_rate_is_429(
     with _client(index_dir, tmp_path) as client:
         codes = [client.post("/indexnow", json=body).status_code for _ in range(3)]
     assert codes == [200, 200, 429]
+
+
+def test_forged_keys_cannot_spend_the_sites_quota(
+    tmp_path: Path, index_dir: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Notifications counted before the key check let anyone lock a site out of IndexNow by
+    sending bad keys in its name. Now a verified key is remembered (its notifications fetch
+    nothing) and only verified notifications count; forged keys use up key-file fetches only."""
+    from cachetools import TTLCache
+
+    from api.routes import indexnow
+
+    monkeypatch.setattr(indexnow, "_throttle", indexnow._Throttle(3))
+    monkeypatch.setattr(indexnow, "_key_checks", indexnow._Throttle(2))
+    monkeypatch.setattr(indexnow, "_verified", TTLCache(maxsize=10, ttl=60))
+    root = tmp_path / "site"
+    root.mkdir()
+    key_file = root / f"{KEY}.txt"
+    key_file.write_text(KEY)
+    handler = functools.partial(http.server.SimpleHTTPRequestHandler, directory=str(root))
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    site = f"127.0.0.1:{server.server_address[1]}"
+    try:
+        with _client(index_dir, tmp_path / "crawl") as client:
+
+            def push(key: str) -> int:
+                body = {"host": site, "key": key, "urlList": [f"http://{site}/page.html"]}
+                return client.post("/indexnow", json=body).status_code
+
+            assert push(KEY) == 200  # verified: one key-file fetch
+            key_file.unlink()  # a remembered key is not fetched again
+            forged = [push(f"forged-key-{i}") for i in range(3)]
+            ours = [push(KEY) for _ in range(3)]
+    finally:
+        server.shutdown()
+    assert forged == [403, 429, 429]  # the second fetch was the last the host allowed this minute
+    assert ours == [200, 200, 429]  # the site's own quota of 3 verified notifications
