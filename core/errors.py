@@ -10,6 +10,8 @@
     │  ├─ BadParameter                                      → 400 bad_parameter
     │  ├─ BadClick                                          → 400 bad_click
     │  ├─ DocumentNotFound                                  → 404 not_found
+    │  ├─ UnknownGeneration                                 → 404 unknown_generation
+    │  ├─ NothingToRollBack                                 → 409 nothing_to_roll_back
     │  └─ UnknownImpression                                 → 404 unknown_impression
     ├─ AdminDenied
     │  ├─ AdminKeyRejected                                  → 401 unauthorized
