@@ -65,10 +65,31 @@ def team_draft(a: Sequence[T], b: Sequence[T], *, k: int, rng: random.Random) ->
     return Interleaved(tuple(shown), tuple(teams))
 
 
-def interleave_rng(impression_id: str) -> random.Random:
-    """The coin flips of one impression: random across impressions, reproducible from the log."""
-    seed = int.from_bytes(hashlib.blake2b(impression_id.encode(), digest_size=8).digest(), "big")
+def interleave_rng(key: str) -> random.Random:
+    """The coin flips of one merged list: random across keys, reproducible from the log.
+
+    The service keys them by user, query, generation and rankers (``draw_key``), not by
+    impression: page 2 must continue the very list page 1 started, so it draws page 1's
+    flips again, and a reload shows the same page."""
+    seed = int.from_bytes(hashlib.blake2b(key.encode(), digest_size=8).digest(), "big")
     return random.Random(seed)
+
+
+def draw_key(unit_id: str, query: str, generation: str, rankers: Sequence[str]) -> str:
+    """What one user's merged list for one query depends on (all of it in the impression log)."""
+    return "\x1f".join((unit_id, query, generation, *rankers))
+
+
+def page_of(a: Sequence[T], b: Sequence[T], *, page: int, size: int, rng: random.Random) -> Interleaved:
+    """Page ``page`` (1-based, ``size`` long) of the team-draft merge of ``a`` and ``b``.
+
+    The merge of the whole lists, sliced: following pages never repeat a document and
+    never skip one, and each document keeps the team that picked it. ``a`` and ``b``
+    need their first ``page * size`` documents (a merged prefix takes no more of either).
+    """
+    merged = team_draft(a, b, k=page * size, rng=rng)
+    start = (page - 1) * size
+    return Interleaved(merged.doc_ids[start:], merged.teams[start:])
 
 
 @dataclass(frozen=True, slots=True)

@@ -27,7 +27,7 @@ from core.errors import ConfigError, ExperimentsDisabled
 from core.settings import Settings
 from core.types import Hit, SearchResponse
 from online.book import Assignment, ExperimentBook
-from online.interleaving import Team, interleave_rng, team_draft
+from online.interleaving import Team, draw_key, interleave_rng, page_of
 from online.runtime import ExperimentRuntime
 
 router = APIRouter()
@@ -98,15 +98,23 @@ def new_impression_id() -> str:
 
 
 def interleave_responses(
-    a: SearchResponse, b: SearchResponse, *, impression_id: str
+    a_pages: Sequence[SearchResponse], b_pages: Sequence[SearchResponse], *, key: str
 ) -> tuple[SearchResponse, tuple[Team, ...]]:
-    """Team-draft merge of two responses to the same query (page size of ``a``); returns the teams too."""
-    by_id: dict[int, Hit] = {int(h.doc_id): h for h in (*b.hits, *a.hits)}
-    merged = team_draft(
-        [int(h.doc_id) for h in a.hits],
-        [int(h.doc_id) for h in b.hits],
-        k=a.size,
-        rng=interleave_rng(impression_id),
+    """Page ``len(a_pages)`` of the team-draft merge of two rankers' lists for one query.
+
+    ``a_pages`` and ``b_pages`` are each ranker's pages 1 to that page (one size): the
+    merge of the lists they make, sliced, so page 2 continues exactly where page 1 ended
+    (no document twice, none skipped). ``key`` (``draw_key``) fixes the coin flips.
+    Returns the last page of ``a`` with the merged hits, and their teams.
+    """
+    a, b = a_pages[-1], b_pages[-1]
+    by_id: dict[int, Hit] = {int(h.doc_id): h for r in (*b_pages, *a_pages) for h in r.hits}
+    merged = page_of(
+        [int(h.doc_id) for r in a_pages for h in r.hits],
+        [int(h.doc_id) for r in b_pages for h in r.hits],
+        page=len(a_pages),
+        size=a.size,
+        rng=interleave_rng(key),
     )
     hits = tuple(by_id[int(d)] for d in merged.doc_ids)  # type: ignore[call-overload]
     return replace(a, hits=hits, ranker=f"{a.ranker}|{b.ranker}"), merged.teams
@@ -164,14 +172,20 @@ def search_with_experiments(
     search: Callable[[str | None], SearchResponse],
     *,
     forced_ranker: str | None = None,
+    search_page: Callable[[str | None, int], SearchResponse] | None = None,
 ) -> ExperimentOutcome:
-    """Assign, search (twice and merge, for interleaving on page 1), log the impression.
+    """Assign, search (both rankers and merge, for interleaving), log the impression.
 
     ``search(ranker)`` answers the request's query with the named ranker (None: the
-    service's default). Interleaving applies to page 1; later pages show ranker A and
-    are logged outside the experiment, as they compare nothing.
-    A request that names its own ranker (``forced_ranker``) is logged outside any
-    experiment: it must not dilute a variant.
+    service's default); ``search_page(ranker, k)`` answers its page ``k``. Page ``p`` of
+    an interleaving experiment is page ``p`` of one merged list, built from both
+    rankers' pages 1 to ``p`` with the same coin flips for the same user, query and
+    generation: following pages repeat and skip nothing (they showed ranker A's page
+    ``p`` before, which repeated documents of B's page 1 and skipped A's own it had
+    displaced). Without ``search_page`` (a cursor: it continues one ranker's list),
+    later pages show ranker A alone and are logged outside the experiment, as they
+    compare nothing. A request that names its own ranker (``forced_ranker``) is logged
+    outside any experiment: it must not dilute a variant.
     """
     _, cookie = _experiment_settings(request)
     unit = user_id(request)
@@ -184,11 +198,15 @@ def search_with_experiments(
     if assignment is None:
         result = search(forced_ranker)
     elif assignment.mode == "interleave":
-        a = search(assignment.rankers[0])
-        if a.page == 1:
-            result, teams = interleave_responses(
-                a, search(assignment.rankers[1]), impression_id=impression_id
+        first, second = assignment.rankers[0], assignment.rankers[1]
+        a = search(first)
+        if a.page == 1 or search_page is not None:
+            earlier = [search_page(first, k) for k in range(1, a.page)] if search_page else []
+            b_pages = (
+                [search_page(second, k) for k in range(1, a.page + 1)] if search_page else [search(second)]
             )
+            key = draw_key(unit or "", a.query.raw, a.generation, assignment.rankers)
+            result, teams = interleave_responses([*earlier, a], b_pages, key=key)
         else:
             # Nothing was interleaved: logged under the experiment, the page would count
             # as a tie (no team to credit) and pull the measured preference towards zero.

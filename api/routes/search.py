@@ -12,6 +12,7 @@ from api.params import StrictInt
 from api.routes import experiments
 from api.schemas import ErrorModel, SearchResponseModel
 from core.errors import QueryError
+from core.types import SearchResponse
 
 router = APIRouter()
 
@@ -70,22 +71,27 @@ async def search(
     if cursor is None and q is None:
         raise QueryError("Parameter 'q' is required (or 'cursor' to continue a search).")
 
+    def search_page(chosen: str | None, number: int | None) -> SearchResponse:
+        return service.search(
+            q,
+            page=number,
+            size=size,
+            ranker=chosen,
+            cursor=cursor,
+            explain=explain,
+            site=site,
+            lang=lang,
+            filetype=filetype,
+            spell=spell,
+        )
+
     def run() -> Response:
         outcome = experiments.search_with_experiments(
             request,
-            lambda chosen: service.search(
-                q,
-                page=page,
-                size=size,
-                ranker=chosen,
-                cursor=cursor,
-                explain=explain,
-                site=site,
-                lang=lang,
-                filetype=filetype,
-                spell=spell,
-            ),
+            lambda chosen: search_page(chosen, page),
             forced_ranker=ranker,  # an explicit ?ranker= is logged outside any experiment
+            # A cursor continues one ranker's list: it has no pages of the other to merge.
+            search_page=search_page if cursor is None else None,
         )
         response = outcome.response
         metrics.record_search(response, entry="api")

@@ -30,7 +30,7 @@ from api.routes import experiments
 from api.routes.health import live_status
 from api.web_format import HOST_COLUMNS, STATE_LABELS, readable
 from core.errors import BadClick, ConfigError, DocumentNotFound, QueryError, UnknownImpression
-from core.types import DocId
+from core.types import DocId, SearchResponse
 from retrieval.broker import LocalShard
 from retrieval.explain import bm25_breakdown
 from retrieval.generation import Generation
@@ -158,17 +158,23 @@ def _render_search_page(
     outcome: experiments.ExperimentOutcome | None = None
     if q.strip():
         try:
-            outcome = experiments.search_with_experiments(
-                request,
-                lambda chosen: service.search(
+            number = parse_int(page, "page", 1, service.settings.max_page)
+
+            def search_page(chosen: str | None, page_number: int) -> SearchResponse:
+                return service.search(
                     q,
-                    page=parse_int(page, "page", 1, service.settings.max_page),
+                    page=page_number,
                     size=service.settings.default_page_size,
                     ranker=chosen,
                     spell=spelling,
                     **query.search_filters,
-                ),
+                )
+
+            outcome = experiments.search_with_experiments(
+                request,
+                lambda chosen: search_page(chosen, number),
                 forced_ranker=query.ranker or None,
+                search_page=search_page,
             )
             response = outcome.response
             metrics.record_search(response, entry="web")

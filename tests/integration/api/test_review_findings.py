@@ -47,21 +47,76 @@ def _with_experiments(tmp_path: Path) -> Settings:
     )
 
 
-def test_later_pages_of_an_interleaving_experiment_are_not_logged_as_its_impressions(
-    tmp_path: Path, index_dir: Path
-) -> None:
-    """Page 2 shows ranker A alone: nothing was interleaved, so it must not count as a tie."""
+def _interleaving(tmp_path: Path) -> Settings:
     (tmp_path / "experiments.toml").write_text(
         "[experiments.tdi]\n"
         'mode = "interleave"\n'
         'salt = "s"\n'
         'variants = [{ name = "a", ranker = "bm25" }, { name = "b", ranker = "bm25-rm3" }]\n'
     )
-    settings = _with_experiments(tmp_path)
+    return _with_experiments(tmp_path)
+
+
+@pytest.fixture(scope="module")
+def apart_index(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """Thirty ``alpha`` documents that bm25 and bm25-rm3 rank apart: RM3 learns ``gamma`` from
+    the ten best and lifts the ten with the most of it (20-29) above ten bm25 prefers (10-19)."""
+
+    def body(i: int) -> str:
+        return "alpha alpha gamma" if i < 10 else "alpha" if i < 20 else "alpha gamma gamma gamma gamma"
+
+    root = IndexRoot(tmp_path_factory.mktemp("ranked-apart") / "index")
+    urls = [f"http://a.test/{i}" for i in range(30)]
+    docs = [
+        Document(doc_id=doc_id_for(u), url=u, title=f"Page {i}", body=f"{body(i)} word{i}")
+        for i, u in enumerate(urls)
+    ]
+    root.publish(root.build(docs, shards=1))
+    return root.root
+
+
+def test_pages_of_an_interleaving_experiment_continue_one_merged_list(
+    tmp_path: Path, apart_index: Path
+) -> None:
+    """Page 2 showed ranker A's page 2: documents of B's page 1 again, and never A's own it
+    had displaced. Now the pages are one merged list: nothing twice, nothing skipped, and
+    every page logged with its teams (a page without them counted as a tie)."""
+    settings = _interleaving(tmp_path)
+    with TestClient(create_app(settings, index_dir=apart_index)) as client:
+        headers = {"X-Trawl-User": "user-1"}
+        pages = [
+            client.get("/v1/search", params={"q": "alpha", "page": str(n)}, headers=headers)
+            for n in (1, 2, 3)
+        ]
+        again = client.get("/v1/search", params={"q": "alpha", "page": "2"}, headers=headers)
+        bm25 = client.get("/v1/search", params={"q": "alpha", "size": "30", "ranker": "bm25"}).json()
+        rm3 = client.get("/v1/search", params={"q": "alpha", "size": "30", "ranker": "bm25-rm3"}).json()
+    assert [r["doc_id"] for r in bm25["results"][:20]] != [r["doc_id"] for r in rm3["results"][:20]]
+    assert {p.status_code for p in pages} == {200}
+    shown = [[r["doc_id"] for r in p.json()["results"]] for p in pages]
+    assert [r["doc_id"] for r in again.json()["results"]] == shown[1]  # the same list on a reload
+    every = [d for page in shown for d in page]
+    assert len(every) == len(set(every)) == 30  # all thirty matches, each once
+    assert set(every) == {r["doc_id"] for r in bm25["results"]}
+    rows = {
+        r["impression_id"]: r
+        for r in read_log(LogPaths.under(tmp_path / "logs").impressions, IMPRESSION_SCHEMA).to_pylist()
+    }
+    for page in pages:
+        row = rows[page.headers["X-Trawl-Impression"]]
+        assert row["experiment"] == "tdi" and len(row["teams"]) == len(row["doc_ids"]) == 10
+
+
+def test_a_cursor_under_interleaving_continues_ranker_a_outside_the_experiment(
+    tmp_path: Path, index_dir: Path
+) -> None:
+    """A cursor continues one ranker's list (ranker A's): nothing is interleaved on it, so it
+    must not count as a tie."""
+    settings = _interleaving(tmp_path)
     with TestClient(create_app(settings, index_dir=index_dir)) as client:
         headers = {"X-Trawl-User": "user-1"}
         first = client.get("/v1/search", params={"q": "alpha"}, headers=headers)
-        second = client.get("/v1/search", params={"q": "alpha", "page": "2"}, headers=headers)
+        second = client.get("/v1/search", params={"cursor": first.json()["next_cursor"]}, headers=headers)
     assert first.status_code == second.status_code == 200
     rows = {
         r["impression_id"]: r

@@ -7,7 +7,7 @@ from collections.abc import Iterable
 
 import pytest
 
-from online.interleaving import Credit, credit, interleave_rng, team_draft
+from online.interleaving import Credit, credit, draw_key, interleave_rng, page_of, team_draft
 
 
 class Coins(random.Random):
@@ -83,3 +83,15 @@ def test_first_pick_is_fair_and_reproducible_per_impression() -> None:
     assert firsts.count("a") / 4000 == pytest.approx(0.5, abs=0.03)
     again = [team_draft([1, 2], [3, 4], k=2, rng=interleave_rng(f"imp-{i}")).teams[0] for i in range(4000)]
     assert firsts == again
+
+
+def test_pages_slice_one_merge_with_the_same_draws() -> None:
+    """Page p of the merge, drawn again from the same key, continues page p - 1 exactly."""
+    a = list(range(0, 40))
+    b = list(range(39, -1, -1))
+    key = draw_key("user-1", "alpha", "g1", ("bm25", "hybrid"))
+    pages = [page_of(a[: p * 10], b[: p * 10], page=p, size=10, rng=interleave_rng(key)) for p in (1, 2, 3)]
+    whole = team_draft(a, b, k=30, rng=interleave_rng(key))
+    assert [d for p in pages for d in p.doc_ids] == list(whole.doc_ids)
+    assert [t for p in pages for t in p.teams] == list(whole.teams)
+    assert len(set(whole.doc_ids)) == 30
