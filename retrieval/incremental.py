@@ -49,6 +49,7 @@ from core.atomic import write_text
 from core.crawldir import CrawlDir
 from core.deletions import DeletionLog, Removal, is_removed
 from core.docstore import MANIFEST, DocStore
+from core.errors import IndexStateError
 from core.linkgraph import LinkGraphStore, anchors_by_target
 from core.types import DocId, Document
 from retrieval import freshness_metrics, layout
@@ -158,7 +159,19 @@ class IncrementalIndexer:
         self.freshness = FreshnessLog(self.root.root)
         self._removed: dict[DocId, Removal] | None = None
         self._anchors: tuple[int, dict[str, list[str]]] | None = None
-        self.last_compaction = 0.0
+        self.last_compaction = self._built_at()
+        """When the serving generation was built (compaction builds and publishes one): a
+        restarted ``trawl run`` compacts ``compact_every_s`` after that, not at once (every
+        start rebuilt the whole index, and a crash loop rebuilt it without end)."""
+
+    def _built_at(self) -> float:
+        current = self.root.current()
+        if current is None:
+            return 0.0
+        try:
+            return IndexManifest.load(self.root.path_of(current)).built_at
+        except (IndexStateError, OSError, ValueError, KeyError):
+            return 0.0  # unreadable: the next compaction is due
 
     def embedder_for(self, model_id: str) -> Embedder | None:
         """An embedder of ``model_id`` (None when the one that can run here is another)."""

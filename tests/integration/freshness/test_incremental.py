@@ -119,3 +119,37 @@ def test_replaying_a_step_indexes_nothing_twice(crawl: tuple[Path, list[Document
         for d in LexicalShard(gen_dir / f"shard-{i:04d}" / "lexical").iter_stored()
     ]
     assert len(ids) == len(set(ids)) == 500
+
+
+def test_a_restarted_indexer_compacts_on_schedule_not_at_start(
+    crawl: tuple[Path, list[Document]], tmp_path: Path
+) -> None:
+    """``trawl run`` compacts every ``compact_every_s``; each start compacted at once (the
+    last compaction read as never), rebuilding the whole index on every restart."""
+    import threading
+
+    from retrieval.incremental import follow
+    from retrieval.manifest import IndexRoot
+
+    data, docs = crawl
+    index = tmp_path / "index"
+    first = IncrementalIndexer(data, index, shards=1)
+    base = first.compact()
+    DocStore(CrawlDir(data).docs).append(docs[400:410])
+
+    def one_pass(indexer: IncrementalIndexer, compact_every_s: float) -> None:
+        stop = threading.Event()
+        threading.Timer(20, stop.set).start()  # a compaction leaves nothing to step: no on_step
+        follow(indexer, stop, poll_s=0.05, compact_every_s=compact_every_s, on_step=lambda _: stop.set())
+
+    restarted = IncrementalIndexer(data, index, shards=1)
+    one_pass(restarted, compact_every_s=3600)
+    assert IndexRoot(index).current() == base  # updated in place, not rebuilt
+    assert LexicalShard(IndexRoot(index).path_of(base) / "shard-0000" / "lexical").real_docs == 410
+    overdue = IncrementalIndexer(data, index, shards=1)
+    assert overdue.last_compaction == restarted.last_compaction > 0  # the base's build time
+    overdue.last_compaction -= 3600
+    stop = threading.Event()
+    threading.Timer(0.5, stop.set).start()  # the first pass starts at once; it ends the loop after it
+    follow(overdue, stop, poll_s=0.05, compact_every_s=3600)
+    assert IndexRoot(index).current() != base  # an hour after the last one, it compacts
