@@ -105,6 +105,11 @@ def read_pointer(path: Path) -> str | None:
     return value or None
 
 
+def is_generation_id(text: str) -> bool:
+    """Whether ``text`` can name a generation directory (not a path, not hidden)."""
+    return bool(text) and "/" not in text and not text.startswith(".")
+
+
 class IndexRoot:
     """A directory of index generations and the pointer to the one that serves."""
 
@@ -119,7 +124,7 @@ class IndexRoot:
         return read_pointer(layout.current_pointer(self.root))
 
     def path_of(self, generation: str) -> Path:
-        if not generation or "/" in generation or generation.startswith("."):
+        if not is_generation_id(generation):
             raise ManifestError(f"{generation!r} is not a generation id; see `trawl index list`.")
         path = layout.generation_dir(self.root, generation)
         if not layout.is_index(path):

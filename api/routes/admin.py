@@ -13,7 +13,7 @@ from api.routes.crawl import crawl_dir
 from core.blocklist import BlockList, BlockRule, block
 from core.crawldir import CrawlDir
 from core.errors import ManifestError, NothingToRollBack, QueryError, UnknownGeneration
-from retrieval.manifest import IndexRoot
+from retrieval.manifest import IndexRoot, is_generation_id
 
 router = APIRouter(tags=["admin"])
 
@@ -58,7 +58,7 @@ def publish(
     Both are the caller's mistake, not an unavailable index (``ManifestError`` is a 503
     elsewhere: a serving generation gone from disk)."""
     root = IndexRoot(request.app.state.index_dir)
-    if not body.generation or "/" in body.generation or body.generation.startswith("."):
+    if not is_generation_id(body.generation):
         raise QueryError(f"{body.generation!r} is not a generation id; see GET /v1/index/generations.")
     try:
         root.publish(body.generation)

@@ -188,15 +188,15 @@ async def _accept(
     path = _crawl_dir(request)
     canonical, key_url = _checked(host, key, key_location, urls)
     name = _split_host(host)[0]
+    settings = request.app.state.settings.crawl
     with _verified_lock:
         known = _verified.get((key_url, key), False)
     if not known:
         _key_checks.admit(name, time.monotonic())
-        await _verify_key(key_url, key, request.app.state.settings.crawl)
+        await _verify_key(key_url, key, settings)
         with _verified_lock:
             _verified[(key_url, key)] = True
     _throttle.admit(name, time.monotonic())
-    settings = request.app.state.settings.crawl
     unique = list(dict.fromkeys(canonical))
     path.mkdir(parents=True, exist_ok=True)
     db = open_store(CrawlDir(path), settings.frontier_url)

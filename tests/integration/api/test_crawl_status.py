@@ -12,10 +12,9 @@ from fastapi.testclient import TestClient
 
 from api.app import create_app
 from core.settings import Settings
-from core.types import Document, doc_id_for
 from crawl.fleet import crawl_status
 from crawl.state import NewUrl, Outcome, UrlStatus, UrlUpdate
-from retrieval.manifest import IndexRoot
+from tests.fixtures.docs import numbered_index
 
 KEY = "crawl-admin-key"
 
@@ -23,13 +22,8 @@ KEY = "crawl-admin-key"
 @pytest.fixture(scope="module")
 def index_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """The app serves an index; the crawl routes do not read it, so three documents do."""
-    root = IndexRoot(tmp_path_factory.mktemp("crawl-status") / "index")
-    docs = [
-        Document(doc_id=doc_id_for(u), url=u, title=f"Page {i}", body=f"crawl status page number {i}")
-        for i, u in enumerate(f"http://a.test/{i}" for i in range(3))
-    ]
-    root.publish(root.build(docs, shards=1))
-    return root.root
+    bodies = [f"crawl status page number {i}" for i in range(3)]
+    return numbered_index(tmp_path_factory.mktemp("crawl-status") / "index", bodies)
 
 
 def test_status_aggregates_the_crawl(tmp_path: Path, index_dir: Path, crawl_store: Callable[[], Any]) -> None:

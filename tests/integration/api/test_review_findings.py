@@ -14,9 +14,8 @@ from fastapi.testclient import TestClient
 from api.app import create_app
 from core.errors import ConfigError
 from core.settings import Settings
-from core.types import Document, doc_id_for
 from online.logs import CLICK_SCHEMA, IMPRESSION_SCHEMA, LogPaths, ParquetLog, read_log
-from retrieval.manifest import IndexRoot
+from tests.fixtures.docs import numbered_index
 
 KEY = "review-admin-key"
 
@@ -24,13 +23,8 @@ KEY = "review-admin-key"
 @pytest.fixture(scope="module")
 def index_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """Thirty documents that all match ``alpha``: three pages of ten."""
-    root = IndexRoot(tmp_path_factory.mktemp("review-findings") / "index")
-    docs = [
-        Document(doc_id=doc_id_for(u), url=u, title=f"Page {i}", body=f"alpha beta word{i}")
-        for i, u in enumerate(f"http://a.test/{i}" for i in range(30))
-    ]
-    root.publish(root.build(docs, shards=1))
-    return root.root
+    bodies = [f"alpha beta word{i}" for i in range(30)]
+    return numbered_index(tmp_path_factory.mktemp("review-findings") / "index", bodies)
 
 
 def _with_experiments(tmp_path: Path) -> Settings:
@@ -65,14 +59,8 @@ def apart_index(tmp_path_factory: pytest.TempPathFactory) -> Path:
     def body(i: int) -> str:
         return "alpha alpha gamma" if i < 10 else "alpha" if i < 20 else "alpha gamma gamma gamma gamma"
 
-    root = IndexRoot(tmp_path_factory.mktemp("ranked-apart") / "index")
-    urls = [f"http://a.test/{i}" for i in range(30)]
-    docs = [
-        Document(doc_id=doc_id_for(u), url=u, title=f"Page {i}", body=f"{body(i)} word{i}")
-        for i, u in enumerate(urls)
-    ]
-    root.publish(root.build(docs, shards=1))
-    return root.root
+    bodies = [f"{body(i)} word{i}" for i in range(30)]
+    return numbered_index(tmp_path_factory.mktemp("ranked-apart") / "index", bodies)
 
 
 def test_pages_of_an_interleaving_experiment_continue_one_merged_list(
