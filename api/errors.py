@@ -29,6 +29,7 @@ from core.errors import (
     ExperimentsDisabled,
     IndexStateError,
     NothingToRollBack,
+    PushHostNotCrawled,
     PushKeyRejected,
     PushThrottled,
     PushUrlsRejected,
@@ -56,6 +57,7 @@ HTTP_ERRORS: Mapping[type[TrawlError], tuple[int, str]] = {
     CrawlDataMissing: (404, "not_enabled"),
     PushKeyRejected: (403, "key_not_valid"),
     PushUrlsRejected: (422, "urls_not_of_host"),
+    PushHostNotCrawled: (422, "host_not_crawled"),
     PushThrottled: (429, "too_many_requests"),
 }
 

@@ -173,6 +173,10 @@ class PushUrlsRejected(PushRejected):
     """Notified URLs (or the key location) do not belong to the notifying host."""
 
 
+class PushHostNotCrawled(PushRejected):
+    """The notifying host is outside the crawl: Trawl takes notifications only for sites it crawls."""
+
+
 class PushThrottled(PushRejected):
     """The host sent more notifications than it may in a minute."""
 

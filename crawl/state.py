@@ -412,6 +412,18 @@ class CrawlDb:
     def exists(self, url: str) -> bool:
         return self._conn.execute("SELECT 1 FROM urls WHERE url = ?", (url,)).fetchone() is not None
 
+    def knows_host(self, host: str) -> bool:
+        """True when the crawl holds a URL of ``host`` (``host[:port]``), whatever its status.
+
+        The status list lets SQLite answer from the ``(status, host)`` index, one probe per
+        status, instead of scanning every URL."""
+        row = self._conn.execute(
+            "SELECT 1 FROM hosts WHERE host = ? UNION ALL SELECT 1 FROM urls "
+            "WHERE status IN ('pending', 'leased', 'done', 'failed', 'blocked') AND host = ? LIMIT 1",
+            (host, host),
+        ).fetchone()
+        return row is not None
+
     def iter_urls(self) -> Iterator[str]:
         for (url,) in self._conn.execute("SELECT url FROM urls"):
             yield url

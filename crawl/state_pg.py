@@ -391,6 +391,10 @@ class PgCrawlDb:
     def exists(self, url: str) -> bool:
         return self._one("SELECT 1 AS x FROM urls WHERE url = %s", (url,)) is not None
 
+    def knows_host(self, host: str) -> bool:
+        """As ``CrawlDb.knows_host``: every host with URLs has a ``hosts`` row here (``_insert``)."""
+        return self._one("SELECT 1 AS x FROM hosts WHERE host = %s", (host,)) is not None
+
     def iter_urls(self) -> Iterator[str]:
         import psycopg
 

@@ -13,8 +13,14 @@ Accepted URLs are queued in the crawl database ahead of everything the crawl fou
 itself (``PUSH_PRIORITY``; known fetched pages become pending again), and the next
 crawl round (``trawl run``, ``trawl crawl``) fetches them under robots and politeness.
 
+Only sites the crawl covers are taken: with the crawl scope ``host`` (the default) the
+crawl must already hold URLs of the notified host; with ``domain``, of that host or a
+domain above it; ``any`` takes every host. This is checked before the key file is
+fetched, so a stranger can neither add a site the operator never chose nor make Trawl
+fetch from an arbitrary host.
+
 Answers: 200 queued; 400 malformed (fields, URL, key format); 403 key not valid; 422 a
-URL or the key location not of the host; 429 over ``PER_HOST_PER_MINUTE``
+URL or the key location not of the host, or a host the crawl does not cover; 429 over ``PER_HOST_PER_MINUTE``
 notifications from one host, or over ``KEY_CHECKS_PER_HOST_PER_MINUTE`` key-file fetches;
 404 when no crawl data directory is configured (not offered).
 
@@ -46,6 +52,7 @@ from core.crawldir import CrawlDir
 from core.errors import (
     CrawlDataMissing,
     CrawlError,
+    PushHostNotCrawled,
     PushKeyRejected,
     PushThrottled,
     PushUrlsRejected,
@@ -53,7 +60,7 @@ from core.errors import (
 )
 from core.settings import CrawlSettings
 from crawl.fetcher import make_client
-from crawl.frontier_store import open_store
+from crawl.frontier_store import CrawlStore, is_postgres_url, open_store
 from crawl.guard import AddressGuard, DnsCache, system_resolver
 from crawl.state import NewUrl
 from crawl.urls import canonicalize_url, host_of
@@ -182,6 +189,46 @@ def _crawl_dir(request: Request) -> Path:
     return Path(path)
 
 
+def _parent_domains(name: str) -> list[str]:
+    """``a.b.example.org`` → ``b.example.org``, ``example.org`` (no IP addresses, no bare TLD)."""
+    labels = name.split(".")
+    if len(labels) < 3 or name.replace(".", "").isdigit() or ":" in name:
+        return []
+    return [".".join(labels[i:]) for i in range(1, len(labels) - 1)]
+
+
+def _crawled_here(db: CrawlStore, host: str, mode: str) -> bool:
+    """Whether ``host`` (``host[:port]``) belongs to the crawl: scope ``any`` takes every host;
+    otherwise the crawl must hold URLs of it, or (scope ``domain``) of a domain above it."""
+    if mode == "any" or db.knows_host(host):
+        return True
+    if mode != "domain":
+        return False
+    name = _split_host(host)[0]
+    return any(db.knows_host(d) or db.knows_host("www." + d) for d in [name, *_parent_domains(name)])
+
+
+def _refuse_hosts_not_crawled(path: Path, settings: CrawlSettings, hosts: set[str]) -> None:
+    """Raise ``PushHostNotCrawled`` unless every host is one the crawl covers.
+
+    Checked before the key file is fetched: a stranger's notification must neither put a
+    site the operator never chose into the crawl nor make Trawl fetch from any host named."""
+    if settings.scope == "any":
+        return
+    has_crawl = is_postgres_url(settings.frontier_url) or CrawlDir(path).db.exists()
+    db = open_store(CrawlDir(path), settings.frontier_url, readonly=True) if has_crawl else None
+    try:
+        outside = sorted(h for h in hosts if db is None or not _crawled_here(db, h, settings.scope))
+    finally:
+        if db is not None:
+            db.close()
+    if outside:
+        raise PushHostNotCrawled(
+            f"{outside[0]} is not crawled here: Trawl takes IndexNow notifications only for hosts "
+            f"its crawl holds URLs of (crawl scope {settings.scope!r})."
+        )
+
+
 async def _accept(
     request: Request, host: str, key: str, key_location: str | None, urls: list[str]
 ) -> dict[str, Any]:
@@ -189,6 +236,7 @@ async def _accept(
     canonical, key_url = _checked(host, key, key_location, urls)
     name = _split_host(host)[0]
     settings = request.app.state.settings.crawl
+    _refuse_hosts_not_crawled(path, settings, {host_of(u) for u in canonical})
     with _verified_lock:
         known = _verified.get((key_url, key), False)
     if not known:

@@ -47,21 +47,49 @@ def index_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return root.root
 
 
-def _client(index_dir: Path, crawl_data: Path | None) -> TestClient:
+def _client(index_dir: Path, crawl_data: Path | None, *, scope: str = "host") -> TestClient:
     settings = Settings.model_validate(
         {
             "api": {"crawl_data": str(crawl_data) if crawl_data else None, "rate_limit_per_s": 0},
-            "crawl": {"allow_loopback": True},
+            "crawl": {"allow_loopback": True, "scope": scope},
             "search": {"use_vectors": False},
         }
     )
     return TestClient(create_app(settings, index_dir=index_dir))
 
 
+def _crawling(crawl_data: Path, site: str) -> None:
+    """The crawl in ``crawl_data`` holds the site's front page: notifications for it are taken."""
+    db = CrawlDb(CrawlDir(crawl_data).db)
+    db.apply(inserts=[NewUrl(f"http://{site}/", site, 0, 1.0)], leases=[], updates=[], hosts=[], now=1.0)
+    db.close()
+
+
+@pytest.fixture
+def recording_site(tmp_path: Path) -> Iterator[tuple[str, list[str]]]:
+    """A loopback site with the key file that records the paths asked of it."""
+    root = tmp_path / "recorded-site"
+    root.mkdir()
+    (root / f"{KEY}.txt").write_text(KEY)
+    asked: list[str] = []
+
+    class Recording(http.server.SimpleHTTPRequestHandler):
+        def do_GET(self) -> None:  # noqa: N802 (the base class's name)
+            asked.append(self.path)
+            super().do_GET()
+
+    server = http.server.ThreadingHTTPServer(
+        ("127.0.0.1", 0), functools.partial(Recording, directory=str(root))
+    )
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    yield f"127.0.0.1:{server.server_address[1]}", asked
+    server.shutdown()
+
+
 def test_a_verified_key_queues_the_urls_at_top_priority(tmp_path: Path, index_dir: Path, site: str) -> None:
     known = f"http://{site}/old.html"
     db = CrawlDb(CrawlDir(tmp_path).db)
-    db.apply(inserts=[NewUrl(known, "127.0.0.1", 1, 0.5)], leases=[], updates=[], hosts=[], now=1.0)
+    db.apply(inserts=[NewUrl(known, site, 1, 0.5)], leases=[], updates=[], hosts=[], now=1.0)
     done = UrlUpdate(known, UrlStatus.DONE, Outcome.INDEXED, 200, fetched=True, last_fetch=1.0)
     db.apply(inserts=[], leases=[], updates=[done], hosts=[], now=1.0)
     db.close()
@@ -91,6 +119,7 @@ def test_a_verified_key_queues_the_urls_at_top_priority(tmp_path: Path, index_di
 
 
 def test_a_wrong_or_missing_key_file_is_403(tmp_path: Path, index_dir: Path, site: str) -> None:
+    _crawling(tmp_path, site)
     with _client(index_dir, tmp_path) as client:
         wrong = client.post(
             "/indexnow", json={"host": site, "key": "not-the-key-1", "urlList": [f"http://{site}/"]}
@@ -101,7 +130,7 @@ def test_a_wrong_or_missing_key_file_is_403(tmp_path: Path, index_dir: Path, sit
         )
     assert (wrong.status_code, wrong.json()["error"]) == (403, "key_not_valid")
     assert elsewhere.status_code == 403
-    assert not CrawlDir(tmp_path).db.exists() or CrawlDb(CrawlDir(tmp_path).db).count_urls() == 0
+    assert list(CrawlDb(CrawlDir(tmp_path).db).iter_urls()) == [f"http://{site}/"]  # nothing queued
 
 
 def test_urls_of_another_host_are_422(tmp_path: Path, index_dir: Path, site: str) -> None:
@@ -152,6 +181,7 @@ def test_a_host_over_its_rate_is_429(
     from api.routes import indexnow
 
     monkeypatch.setattr(indexnow, "_throttle", indexnow._Throttle(2))
+    _crawling(tmp_path, site)
     body = {"host": site, "key": KEY, "urlList": [f"http://{site}/"]}
     with _client(index_dir, tmp_path) as client:
         codes = [client.post("/indexnow", json=body).status_code for _ in range(3)]
@@ -179,6 +209,7 @@ def test_forged_keys_cannot_spend_the_sites_quota(
     server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
     threading.Thread(target=server.serve_forever, daemon=True).start()
     site = f"127.0.0.1:{server.server_address[1]}"
+    _crawling(tmp_path / "crawl", site)
     try:
         with _client(index_dir, tmp_path / "crawl") as client:
 
@@ -194,3 +225,51 @@ def test_forged_keys_cannot_spend_the_sites_quota(
         server.shutdown()
     assert forged == [403, 429, 429]  # the second fetch was the last the host allowed this minute
     assert ours == [200, 200, 429]  # the site's own quota of 3 verified notifications
+
+
+def test_a_host_the_crawl_does_not_cover_is_422_before_anything_is_fetched(
+    tmp_path: Path, index_dir: Path, recording_site: tuple[str, list[str]]
+) -> None:
+    """Any site that could serve a key file could add itself to the crawl, and make Trawl
+    fetch from any host it named. Now only hosts the crawl holds URLs of are taken (scope
+    ``host``), and the key file of any other host is never asked for."""
+    site, asked = recording_site
+    crawl_data = tmp_path / "crawl"
+    body = {"host": site, "key": KEY, "urlList": [f"http://{site}/new.html"]}
+    with _client(index_dir, crawl_data) as client:
+        no_crawl_yet = client.post("/indexnow", json=body)
+        _crawling(crawl_data, "127.0.0.1:9")  # the crawl holds another host (another port) only
+        other_host = client.post("/indexnow", json=body)
+        one_url = client.get("/indexnow", params={"url": f"http://{site}/x.html", "key": KEY})
+    for answer in (no_crawl_yet, other_host, one_url):
+        assert (answer.status_code, answer.json()["error"]) == (422, "host_not_crawled"), answer.text
+        assert site in answer.json()["detail"]
+    assert asked == []  # no key file fetched
+    assert list(CrawlDb(CrawlDir(crawl_data).db).iter_urls()) == ["http://127.0.0.1:9/"]
+    with _client(index_dir, crawl_data, scope="any") as client:  # a crawl of the open web takes any host
+        taken = client.post("/indexnow", json=body)
+    assert (taken.status_code, taken.json()) == (200, {"queued": 1})
+    assert asked == [f"/{KEY}.txt"]
+
+
+def test_scope_domain_takes_hosts_under_a_crawled_domain(tmp_path: Path) -> None:
+    """With scope ``domain`` a notification may come from a subdomain the crawl has not met
+    yet (as links to it would be followed); a look-alike domain is still refused."""
+    from api.routes.indexnow import _crawled_here
+
+    db = CrawlDb(CrawlDir(tmp_path).db)
+    db.apply(
+        inserts=[NewUrl("http://www.example.org/", "www.example.org", 0, 1.0)],
+        leases=[], updates=[], hosts=[], now=1.0,
+    )  # fmt: skip
+    try:
+        assert _crawled_here(db, "www.example.org", "host")
+        assert not _crawled_here(db, "docs.example.org", "host")
+        assert _crawled_here(db, "docs.example.org", "domain")
+        assert _crawled_here(db, "example.org", "domain")
+        assert _crawled_here(db, "a.b.example.org:8443", "domain")
+        assert not _crawled_here(db, "example.org.evil.test", "domain")
+        assert not _crawled_here(db, "badexample.org", "domain")
+        assert not _crawled_here(db, "org", "domain")
+    finally:
+        db.close()

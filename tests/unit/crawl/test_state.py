@@ -110,3 +110,20 @@ def test_released_leases_count_an_attempt_and_fail_when_used_up(crawl_store: Cal
             assert (expired_spent["status"], expired_spent["outcome"]) == ("failed", "lease expired")
     finally:
         db.close()
+
+
+def test_a_host_is_known_once_the_crawl_holds_a_url_of_it(crawl_store: Callable[[], Any]) -> None:
+    """IndexNow takes notifications only for hosts the crawl knows (``knows_host``), whatever
+    the status of their URLs, with the port as part of the host; pushed URLs count too."""
+    db = crawl_store()
+    assert not db.knows_host("a")
+    db.close()
+    _crawl_db(crawl_store)
+    db = crawl_store()
+    db.push([NewUrl("http://c.test:8080/new", "c.test:8080", 0, 2.0)], time.time())
+    assert db.knows_host("a")  # pending, done, failed and blocked URLs
+    assert db.knows_host("b")  # only a blocked URL
+    assert db.knows_host("c.test:8080")
+    assert not db.knows_host("c.test")  # another port is another host
+    assert not db.knows_host("d")
+    assert not db.knows_host("")
