@@ -32,7 +32,12 @@ class DecodingFailed(ValueError):
 
 
 class DecodedTooLarge(ValueError):
-    """The decoded body grew past the cap."""
+    """The decoded body grew past the cap. ``head`` holds what the call that crossed it had
+    decoded up to the cap, so a caller that keeps a truncated body loses nothing below it."""
+
+    def __init__(self, message: str, head: bytes = b"") -> None:
+        super().__init__(message)
+        self.head = head
 
 
 class _Layer(Protocol):
@@ -166,7 +171,9 @@ class BodyDecoder:
         for piece in pieces:
             self.size += len(piece)
             if self.size > self._max_bytes:
-                raise DecodedTooLarge(f"decoded body passed the {self._max_bytes}-byte cap")
+                room = len(piece) - (self.size - self._max_bytes)
+                out.append(piece[:room])
+                raise DecodedTooLarge(f"decoded body passed the {self._max_bytes}-byte cap", b"".join(out))
             out.append(piece)
         return b"".join(out)
 

@@ -291,8 +291,12 @@ class Fetcher:
             wire: list[bytes] = []
             try:
                 async for raw in response.aiter_raw():
+                    room = max_bytes - raw_size
                     raw_size += len(raw)
                     if raw_size > max_bytes:
+                        if truncate:  # keep the part of this read below the cap
+                            wire.append(raw[:room])
+                            chunks.append(decoder.feed(raw[:room]))
                         raise TooLarge(f"{current} sent more than the {max_bytes}-byte cap")
                     wire.append(raw)
                     chunks.append(decoder.feed(raw))
@@ -301,6 +305,8 @@ class Fetcher:
                 if not truncate:
                     raise
                 logger.debug("%s: kept the first %d bytes (%s)", current, max_bytes, exc)
+                if isinstance(exc, DecodedTooLarge):
+                    chunks.append(exc.head)
                 chunks = [b"".join(chunks)[:max_bytes]]
         except DecodedTooLarge:
             raise TooLarge(f"{current} decodes to more than the {max_bytes}-byte cap") from None

@@ -326,3 +326,37 @@ def test_one_crawl_over_hostile_hosts(tmp_path: Path) -> None:
     for kind in ("loop", "file"):
         assert rows[hosts[kind].url("/private/x")]["outcome"] == "indexed"
         assert hosts[kind].recorder.paths().count("/robots.txt") <= 6
+
+
+@pytest.mark.parametrize("coding", ["identity", "gzip"])
+def test_a_truncated_body_keeps_exactly_the_first_max_bytes(coding: str) -> None:
+    """robots.txt is cut at 500 KiB (RFC 9309), not refused. The chunk that crossed the cap
+    was dropped whole, so up to a read's worth (64 KiB) of rules below the cap were lost."""
+    cap = 500 * 1024
+    text = b"".join(b"Disallow: /private/%07d\n" % i for i in range(40_000))  # ~1 MB of rules
+    assert len(text) > 2 * cap
+    site = Site()
+
+    async def robots(request: Request) -> Response:
+        if coding == "gzip":
+            return Response(
+                gzip.compress(text), media_type="text/plain", headers={"content-encoding": "gzip"}
+            )
+        return Response(text, media_type="text/plain")
+
+    site.routes["/robots.txt"] = robots
+    server = HostServer(site, "127.0.0.18").start()
+
+    async def go() -> bytes:
+        guard = AddressGuard(DnsCache(), allowed_networks=["127.0.0.18/32"])
+        async with make_client(timeout_s=5, guard=guard) as client:
+            fetched = await _fetcher(guard, client).fetch(
+                server.url("/robots.txt"), max_bytes=cap, truncate=True
+            )
+        return fetched.body
+
+    try:
+        body = asyncio.run(go())
+    finally:
+        server.stop()
+    assert body == text[:cap]
