@@ -68,6 +68,15 @@ def train_ltr_command(
         int | None, typer.Option("--depth", min=10, help="Lexical and vector candidates per query.")
     ] = None,
     seed: Annotated[int, typer.Option("--seed", help="Fold assignment and LightGBM seed.")] = 0,
+    members: Annotated[
+        int | None,
+        typer.Option(
+            "--members",
+            min=1,
+            max=20,
+            help="Boosters averaged (seed bagging; default 5). Each adds its LightGBM time to a query.",
+        ),
+    ] = None,
     engine: EngineOption = None,
     ray_address: RayAddressOption = None,
 ) -> None:
@@ -103,7 +112,14 @@ def train_ltr_command(
                 console.print(f"{root.name}: {frame.height:,} feature rows → {path}")
     with progress:
         model, cv = train_ltr_on_collections(
-            dataset, settings, name=out.name, folds=folds, depth=depth, seed=seed, on_progress=on_progress
+            dataset,
+            settings,
+            name=out.name,
+            folds=folds,
+            depth=depth,
+            seed=seed,
+            members=members,
+            on_progress=on_progress,
         )
     model.save(out)
     collections, rows = len(model.card["data"]), int(model.card["rows"])

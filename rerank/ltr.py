@@ -1,6 +1,7 @@
 """The LightGBM scorer and the serving ``ltr`` stage.
 
-A model is a directory: ``model.txt`` (LightGBM's own text format, no pickle) and
+A model is a directory: ``model.txt`` (LightGBM's own text format, no pickle), for a
+bagged model its other members ``model-1.txt`` … (``card.json`` ``members``), and
 ``card.json`` (what it was trained on, with which features and parameters, its
 cross-validated metrics, when, and from which code). Loading checks the card's feature
 list against :data:`rerank.features.SCHEMA`: a model silently reading columns in
@@ -44,36 +45,59 @@ MODEL_FILE = "model.txt"
 CARD = CardFormat("trawl-ltr", 1)
 
 
+def member_file(index: int) -> str:
+    """``model.txt`` for the first member (a one-booster model's only file), then ``model-1.txt`` …"""
+    return MODEL_FILE if index == 0 else f"model-{index}.txt"
+
+
+def predict_mean(
+    boosters: Sequence[lgb.Booster], values: NDArray[np.float64], **options: Any
+) -> NDArray[np.float64]:
+    """The members' mean prediction (scores, or ``pred_contrib`` SHAP values, which are
+    linear in the score, so their mean explains the mean score exactly)."""
+    total = np.asarray(boosters[0].predict(values, num_threads=1, **options), dtype=np.float64)
+    for booster in boosters[1:]:
+        total = total + np.asarray(booster.predict(values, num_threads=1, **options), dtype=np.float64)
+    return total / len(boosters) if len(boosters) > 1 else total
+
+
 @dataclass(frozen=True, slots=True)
 class LtrModel:
-    """A trained LightGBM ranker plus its card."""
+    """A trained LightGBM ranker plus its card.
 
-    booster: lgb.Booster
+    ``boosters`` are the members of a seed-bagged model, trained alike but for LightGBM's
+    row and feature sampling seed, and scored by their mean: with a few hundred training
+    queries one booster's ranking moves with its seed by about as much as a model change
+    is worth, and the mean holds still (measured in ``training.train_ltr.LtrParams.members``).
+    A model of one booster is the same as before bagging."""
+
+    boosters: tuple[lgb.Booster, ...]
     features: tuple[str, ...]
     card: Mapping[str, Any] = field(default_factory=dict)
 
     @property
     def model_id(self) -> str:
         """Name and content hash: what logs and reports record."""
-        return str(self.card.get("model_id") or model_id_of(self.booster, str(self.card.get("name", "ltr"))))
+        return str(self.card.get("model_id") or model_id_of(self.boosters, str(self.card.get("name", "ltr"))))
 
     def score(self, values: NDArray[np.float64]) -> NDArray[np.float64]:
         if values.shape[0] == 0:
             return np.zeros(0)
-        return np.asarray(self.booster.predict(values, num_threads=1), dtype=np.float64)
+        return predict_mean(self.boosters, values)
 
     def contributions(self, values: NDArray[np.float64]) -> NDArray[np.float64]:
         """Per-feature contributions, one column per feature plus the bias last."""
         if values.shape[0] == 0:
             return np.zeros((0, len(self.features) + 1))
-        return np.asarray(self.booster.predict(values, pred_contrib=True, num_threads=1), dtype=np.float64)
+        return predict_mean(self.boosters, values, pred_contrib=True)
 
     def save(self, directory: Path) -> Path:
-        """Write ``model.txt`` and ``card.json`` into a staging directory, then rename it into place."""
+        """Write the members and ``card.json`` into a staging directory, then rename it into place."""
         with staging_dir(directory) as tmp:
-            self.booster.save_model(str(tmp / MODEL_FILE))
+            for i, booster in enumerate(self.boosters):
+                booster.save_model(str(tmp / member_file(i)))
             card = dict(self.card)
-            card.update(features=list(self.features), model_id=self.model_id)
+            card.update(features=list(self.features), model_id=self.model_id, members=len(self.boosters))
             write_card(tmp, card, CARD)
         return Path(directory)
 
@@ -92,16 +116,29 @@ class LtrModel:
                 "it was trained on a different feature schema "
                 f"({len(features)} features, this code has {len(SCHEMA)}); retrain it with `trawl train ltr`",
             )
-        booster = lgb.Booster(model_file=str(directory / MODEL_FILE))
-        if booster.num_feature() != len(SCHEMA):
+        members = card.get("members", 1)
+        if not isinstance(members, int) or members < 1:
             raise ModelLoadError(
-                str(directory), f"model has {booster.num_feature()} features, card {len(SCHEMA)}"
+                str(directory), f"card.json members must be a positive integer, not {members!r}"
             )
-        return cls(booster=booster, features=features, card=card)
+        missing = [member_file(i) for i in range(members) if not (directory / member_file(i)).exists()]
+        if missing:
+            raise ModelLoadError(
+                str(directory), f"the card names {members} members; missing {', '.join(missing)}"
+            )
+        boosters = tuple(lgb.Booster(model_file=str(directory / member_file(i))) for i in range(members))
+        for booster in boosters:
+            if booster.num_feature() != len(SCHEMA):
+                raise ModelLoadError(
+                    str(directory), f"model has {booster.num_feature()} features, card {len(SCHEMA)}"
+                )
+        return cls(boosters=boosters, features=features, card=card)
 
 
-def model_id_of(booster: lgb.Booster, name: str) -> str:
-    text = booster.model_to_string()
+def model_id_of(boosters: lgb.Booster | Sequence[lgb.Booster], name: str) -> str:
+    """``name-<hash of the members' text>``; a one-booster model keeps the id it always had."""
+    members = [boosters] if isinstance(boosters, lgb.Booster) else list(boosters)
+    text = "\n".join(b.model_to_string() for b in members)
     return f"{name}-{hashlib.blake2b(text.encode(), digest_size=6).hexdigest()}"
 
 

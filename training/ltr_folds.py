@@ -141,7 +141,7 @@ def fold_models(
             name = f"{dataset.name}-fold{fold}"
             card = {
                 "name": name,
-                "model_id": model_id_of(model.booster, name),
+                "model_id": model_id_of(model.boosters, name),
                 "num_boost_round": model.rounds,
                 "trained_on": (
                     f"all of {', '.join(Path(p).name for p in train_with)} (none of {dataset.name})"
@@ -151,7 +151,7 @@ def fold_models(
                 ),
                 "queries": len(train),
             }
-            LtrModel(booster=model.booster, features=SCHEMA, card=card).save(directory)
+            LtrModel(boosters=model.boosters, features=SCHEMA, card=card).save(directory)
             logger.info(
                 "fold %d of %s: %d rounds on %d queries", fold, dataset.name, model.rounds, len(train)
             )

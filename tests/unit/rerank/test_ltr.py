@@ -23,19 +23,21 @@ from retrieval.ranking import RankContext
 NOW = 1_700_000_000.0
 
 
-def tiny_model() -> LtrModel:
-    """A real LightGBM ranker over the full schema (label follows bm25 and coverage)."""
+def tiny_model(members: int = 1) -> LtrModel:
+    """A real LightGBM ranker over the full schema (label follows bm25 and coverage); with
+    ``members``, boosters that differ in their sampling seed, as bagged training makes them."""
     rng = np.random.default_rng(0)
     x = rng.random((600, len(SCHEMA)))
     x[rng.random(x.shape) < 0.1] = np.nan
     y = (np.nan_to_num(x[:, 0]) + np.nan_to_num(x[:, SCHEMA.index("coverage_body")]) > 1.2).astype(int)
-    train = lgb.Dataset(x, label=y, group=[20] * 30, feature_name=list(SCHEMA))
-    booster = lgb.train(
-        {"objective": "lambdarank", "verbosity": -1, "num_threads": 1, "min_data_in_leaf": 5},
-        train,
-        num_boost_round=15,
+    train = lgb.Dataset(x, label=y, group=[20] * 30, feature_name=list(SCHEMA), free_raw_data=False)
+    params = {"objective": "lambdarank", "verbosity": -1, "num_threads": 1, "min_data_in_leaf": 5}
+    sampled = {"bagging_fraction": 0.7, "bagging_freq": 1, "feature_fraction": 0.7}
+    boosters = tuple(
+        lgb.train(params | (sampled | {"seed": i} if members > 1 else {}), train, num_boost_round=15)
+        for i in range(members)
     )
-    return LtrModel(booster=booster, features=SCHEMA, card={"name": "tiny"})
+    return LtrModel(boosters=boosters, features=SCHEMA, card={"name": "tiny"})
 
 
 def _doc(doc_id: int, title: str, body: str) -> StoredDoc:
@@ -101,3 +103,45 @@ def test_model_with_another_schema_is_refused(tmp_path: Path) -> None:
 def test_missing_model_directory_says_how_to_make_one(tmp_path: Path) -> None:
     with pytest.raises(ModelLoadError, match=re.escape("train one with `trawl train ltr`")):
         LtrModel.load(tmp_path / "nothing")
+
+
+def test_a_bagged_model_scores_the_members_mean_and_explains_it_exactly(tmp_path: Path) -> None:
+    model = tiny_model(members=3)
+    values = compute_features(
+        parse_query("wing flow"), CANDIDATES, DOCS, context=FeatureContext(now_s=NOW)
+    ).values
+    each = [b.predict(values, num_threads=1) for b in model.boosters]
+    assert not np.allclose(each[0], each[1])  # the members differ
+    assert model.score(values) == pytest.approx(np.mean(each, axis=0), abs=1e-12)
+    contrib = model.contributions(values)
+    assert contrib.sum(axis=1) == pytest.approx(model.score(values), abs=1e-9)  # SHAP stays additive
+
+    loaded = LtrModel.load(model.save(tmp_path / "bagged"))
+    assert sorted(p.name for p in (tmp_path / "bagged").glob("model*.txt")) == [
+        "model-1.txt", "model-2.txt", "model.txt"
+    ]  # fmt: skip
+    assert json.loads((tmp_path / "bagged" / "card.json").read_text())["members"] == 3
+    assert loaded.model_id == model.model_id
+    assert loaded.score(values) == pytest.approx(model.score(values), abs=1e-12)
+
+
+def test_a_one_booster_model_keeps_its_files_and_id(tmp_path: Path) -> None:
+    """Models saved before bagging (one ``model.txt``, no ``members`` in the card) load as before."""
+    from rerank.ltr import model_id_of
+
+    model = tiny_model()
+    directory = model.save(tmp_path / "one")
+    card = json.loads((directory / "card.json").read_text())
+    del card["members"]
+    (directory / "card.json").write_text(json.dumps(card))
+    loaded = LtrModel.load(directory)
+    assert [p.name for p in directory.glob("model*.txt")] == ["model.txt"]
+    assert len(loaded.boosters) == 1
+    assert model.model_id == model_id_of(model.boosters[0], "tiny")
+
+
+def test_a_bagged_model_missing_a_member_is_refused(tmp_path: Path) -> None:
+    directory = tiny_model(members=2).save(tmp_path / "bagged")
+    (directory / "model-1.txt").unlink()
+    with pytest.raises(ModelLoadError, match="missing model-1.txt"):
+        LtrModel.load(directory)

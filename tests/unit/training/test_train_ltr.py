@@ -109,7 +109,9 @@ def test_model_card_round_trip(tmp_path: Path) -> None:
     assert np.array_equal(loaded.score(x), model.score(x))
     # saving again over the same directory replaces it whole
     model.save(saved)
-    assert sorted(p.name for p in saved.iterdir()) == ["card.json", "model.txt"]
+    members = [f"model-{i}.txt" for i in range(1, FAST.members)]
+    assert sorted(p.name for p in saved.iterdir()) == sorted(["card.json", "model.txt", *members])
+    assert card["members"] == FAST.members == len(loaded.boosters)
 
 
 def test_fixed_folds_keep_queries_of_one_page_together_and_the_rest_split_by_query() -> None:
