@@ -23,6 +23,7 @@
     ├─ PushRejected
     │  ├─ PushKeyRejected                                   → 403 key_not_valid
     │  ├─ PushUrlsRejected                                  → 422 urls_not_of_host
+    │  ├─ PushHostNotCrawled                                → 422 host_not_crawled
     │  └─ PushThrottled                                     → 429 too_many_requests
     └─ ModelError ── ModelLoadError(path, reason)
 
