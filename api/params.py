@@ -1,4 +1,5 @@
-"""Strict integer parameters: ASCII digits only, bounded, and one wording for every refusal.
+"""Strict parameters: integers in ASCII digits only, bounded, with one wording for every
+refusal; and no query parameter a JSON route does not declare.
 
 ``int()`` and Pydantic's lax mode take more than a person means by a number: ``"²"``
 passes ``str.isdigit`` (and then fails ``int``), Pydantic reads ``" 5"``, ``"+5"``,
@@ -12,10 +13,12 @@ from __future__ import annotations
 import re
 from typing import Annotated
 
+from fastapi import Depends, Request
+from fastapi.dependencies.models import Dependant
 from pydantic import BeforeValidator
 from pydantic_core import PydanticCustomError
 
-from core.errors import BadParameter
+from core.errors import BadParameter, QueryError
 
 _DECIMAL = re.compile(r"-?[0-9]{1,20}")
 """Twenty digits hold every 64-bit value; longer is refused before ``int`` reads it."""
@@ -52,3 +55,38 @@ def parse_doc_id(text: str, name: str = "doc_id") -> int:
     if not _DECIMAL.fullmatch(text) or not 0 < int(text) <= DOC_ID_MAX:
         raise BadParameter(f"{name}={text!r} is not a document id; use the doc_id of a search result.")
     return int(text)
+
+
+def _declared(dependant: Dependant) -> frozenset[str]:
+    """Query parameter names (aliases) a route reads, its dependencies' included."""
+    names = {param.alias for param in dependant.query_params}
+    for sub in dependant.dependencies:
+        names |= _declared(sub)
+    return frozenset(names)
+
+
+_DECLARED: dict[int, frozenset[str]] = {}
+"""Route (by identity; routes live as long as the app) → its declared query parameters."""
+
+
+def reject_undeclared_params(request: Request) -> None:
+    """A misspelt parameter (``pgae=2``, ``limt=5``) is a 400 naming it, not silently ignored.
+
+    Read from the matched route's own signature, so the list cannot drift from what the
+    route takes. For the JSON API only: web pages keep working when a link adds
+    ``utm_source`` or the like."""
+    route = request.scope.get("route")
+    dependant = getattr(route, "dependant", None)
+    if not isinstance(dependant, Dependant):
+        return
+    allowed = _DECLARED.get(id(route))
+    if allowed is None:
+        allowed = _DECLARED[id(route)] = _declared(dependant)
+    unknown = sorted(set(request.query_params) - allowed)
+    if unknown:
+        expected = f"expected one of: {', '.join(sorted(allowed))}" if allowed else "it takes none"
+        raise QueryError(f"Unknown parameter {', '.join(repr(u) for u in unknown)}; {expected}.")
+
+
+StrictParams = Depends(reject_undeclared_params)
+"""Router dependency of every JSON API router (``APIRouter(dependencies=[StrictParams])``)."""

@@ -8,6 +8,7 @@ from fastapi import APIRouter, Body, Query, Request
 from pydantic import BaseModel, Field
 
 from api.deps import SearchDep
+from api.params import StrictParams
 from api.protection import AdminDep
 from api.routes.crawl import crawl_dir
 from core.blocklist import BlockList, BlockRule, block
@@ -15,7 +16,7 @@ from core.crawldir import CrawlDir
 from core.errors import ManifestError, NothingToRollBack, QueryError, UnknownGeneration
 from retrieval.manifest import IndexRoot, is_generation_id
 
-router = APIRouter(tags=["admin"])
+router = APIRouter(tags=["admin"], dependencies=[StrictParams])
 
 
 class PublishRequest(BaseModel):

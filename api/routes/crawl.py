@@ -16,6 +16,7 @@ from fastapi import APIRouter, Body, Query, Request
 from pydantic import BaseModel, Field
 
 from api.deps import SearchDep
+from api.params import StrictParams
 from api.protection import AdminDep
 from core.crawldir import CrawlDir
 from core.errors import ConfigError, QueryError
@@ -23,7 +24,7 @@ from crawl.host_health import host_health
 from crawl.inspect import inspect_url
 from crawl.urls import canonicalize_url, host_of
 
-router = APIRouter()
+router = APIRouter(dependencies=[StrictParams])
 
 
 def crawl_dir(request: Request) -> Path:

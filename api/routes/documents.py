@@ -8,12 +8,12 @@ from fastapi import APIRouter, Path
 from pydantic import BaseModel
 
 from api.deps import SearchDep
-from api.params import parse_doc_id
+from api.params import StrictParams, parse_doc_id
 from api.schemas import ErrorModel
 from core.errors import DocumentNotFound
 from core.types import DocId
 
-router = APIRouter()
+router = APIRouter(dependencies=[StrictParams])
 
 
 class DocumentModel(BaseModel):

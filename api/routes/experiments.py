@@ -21,7 +21,7 @@ from fastapi import APIRouter, Request, Response
 from fastapi.responses import JSONResponse
 from pydantic import BaseModel, ConfigDict, Field
 
-from api.params import StrictInt
+from api.params import StrictInt, StrictParams
 from api.schemas import ErrorModel
 from core.errors import ConfigError, ExperimentsDisabled
 from core.settings import Settings
@@ -30,7 +30,7 @@ from online.book import Assignment, ExperimentBook
 from online.interleaving import Team, draw_key, interleave_rng, page_of
 from online.runtime import ExperimentRuntime
 
-router = APIRouter()
+router = APIRouter(dependencies=[StrictParams])
 
 IMPRESSION_HEADER = "X-Trawl-Impression"
 COOKIE_MAX_AGE_S = 365 * 86_400

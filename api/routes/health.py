@@ -11,6 +11,7 @@ from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 
 from api.deps import SearchDep
 from api.metrics import REGISTRY
+from api.params import StrictParams
 from api.schemas import BackfillModel, HealthModel
 from retrieval.backfill_progress import read_progress
 from retrieval.search import SearchService
@@ -52,12 +53,17 @@ def _health(request: Request, service: SearchService, status: str) -> HealthMode
     )
 
 
-@router.get("/healthz", response_model=HealthModel)
+@router.get("/healthz", response_model=HealthModel, dependencies=[StrictParams])
 async def healthz(request: Request, service: SearchDep) -> HealthModel:
     return _health(request, service, "ok")
 
 
-@router.get("/readyz", response_model=HealthModel, responses={503: {"description": "Not ready"}})
+@router.get(
+    "/readyz",
+    response_model=HealthModel,
+    responses={503: {"description": "Not ready"}},
+    dependencies=[StrictParams],
+)
 async def readyz(request: Request, service: SearchDep) -> Response:
     """Ready when the index is open and every shard answers its size."""
     if not request.app.state.ready:

@@ -47,6 +47,7 @@ from cachetools import TTLCache
 from fastapi import APIRouter, Body, Query, Request
 from pydantic import BaseModel, Field
 
+from api.params import StrictParams
 from api.schemas import ErrorModel
 from core.crawldir import CrawlDir
 from core.errors import (
@@ -65,7 +66,7 @@ from crawl.guard import AddressGuard, DnsCache, system_resolver
 from crawl.state import NewUrl
 from crawl.urls import canonicalize_url, host_of
 
-router = APIRouter()
+router = APIRouter(dependencies=[StrictParams])
 
 PUSH_PRIORITY = 2.0
 """Above every priority the crawl gives (seeds 1.0, links 1 / (1 + depth))."""

@@ -8,27 +8,13 @@ from fastapi import APIRouter, Query, Request, Response
 
 from api import metrics
 from api.deps import SearchDep, in_search_thread
-from api.params import StrictInt
+from api.params import StrictInt, StrictParams
 from api.routes import experiments
 from api.schemas import ErrorModel, SearchResponseModel
 from core.errors import QueryError
 from core.types import SearchResponse
 
-router = APIRouter()
-
-SEARCH_PARAMS = frozenset(
-    {"q", "page", "size", "site", "lang", "filetype", "ranker", "explain", "cursor", "spell"}
-)
-
-
-def reject_unknown_params(request: Request, allowed: frozenset[str]) -> None:
-    """A misspelt parameter (``pgae=2``) is an error, not silently ignored."""
-    unknown = sorted(set(request.query_params) - allowed)
-    if unknown:
-        raise QueryError(
-            f"Unknown parameter {', '.join(repr(u) for u in unknown)}; "
-            f"expected one of: {', '.join(sorted(allowed))}."
-        )
+router = APIRouter(dependencies=[StrictParams])
 
 
 @router.get(
@@ -67,7 +53,6 @@ async def search(
 ) -> Response:
     """Search the serving generation. The search itself runs in a worker thread (ranking may
     encode the query with a model: CPU work), a bounded number at once (``in_search_thread``)."""
-    reject_unknown_params(request, SEARCH_PARAMS)
     if cursor is None and q is None:
         raise QueryError("Parameter 'q' is required (or 'cursor' to continue a search).")
 
