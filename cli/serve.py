@@ -112,6 +112,12 @@ def serve_command(
         return
     if shards:
         os.environ["TRAWL_SERVE_SHARDS"] = shards
+    else:
+        # Said here, as one line, rather than as uvicorn's "Application startup failed"
+        # after a traceback (exit status 3).
+        from retrieval.manifest import resolve_index
+
+        resolve_index(index)
     os.environ["TRAWL_SERVE_INDEX"] = str(index)
     console.print(f"Trawl is serving {index} at http://{host}:{port}/")
     if workers > 1:

@@ -1,0 +1,39 @@
+"""A mistyped path is one clear line and exit status 2 from the real ``trawl`` entry point,
+never a traceback nor an answer that looks like an empty crawl."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[3]
+
+
+def _trawl(*args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "cli.main", *args],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env={"PATH": "/usr/bin:/bin", "HF_HUB_OFFLINE": "1", "COLUMNS": "200"},
+        check=False,
+    )
+
+
+def test_crawl_status_of_a_directory_that_holds_no_crawl_is_an_error(tmp_path: Path) -> None:
+    """It printed an empty status (0 URLs) with exit status 0: a typo read as "nothing crawled"."""
+    done = _trawl("crawl", "status", "--data", str(tmp_path / "no-such-crawl"))
+    assert done.returncode == 2, done.stdout + done.stderr
+    assert "is not a crawl data directory" in done.stdout + done.stderr
+    assert "Traceback" not in done.stdout + done.stderr
+    assert not (tmp_path / "no-such-crawl").exists()  # nothing created
+
+
+def test_serving_a_directory_that_holds_no_index_is_an_error(tmp_path: Path) -> None:
+    """It started uvicorn, which printed a traceback and "Application startup failed" (status 3)."""
+    done = _trawl("serve", "--index", str(tmp_path), "--port", "0")
+    assert done.returncode == 2, done.stdout + done.stderr
+    assert "is not a Trawl index" in done.stdout + done.stderr
+    assert "Traceback" not in done.stdout + done.stderr
