@@ -13,6 +13,7 @@ from rich.table import Table
 
 from core.blocklist import BlockList, block
 from core.crawldir import CrawlDir
+from core.errors import ConfigError
 
 console = Console(stderr=True)
 block_app = typer.Typer(
@@ -52,6 +53,8 @@ def list_command(
 
     Example: trawl block list --data data/crawl
     """
+    if not Path(data).is_dir():  # an empty list for a mistyped path read as "nothing blocked"
+        raise ConfigError(f"{data} is not a crawl data directory (no such directory).")
     rules = BlockList(CrawlDir(data).blocklist).rules()
     if json_out:
         typer.echo(json.dumps([{"kind": r.kind, "value": r.value, "reason": r.reason, "added_at": r.added_at}

@@ -13,6 +13,7 @@ from rich.console import Console
 from rich.table import Table
 
 from cli.engine import EngineOption, RayAddressOption, beir_documents, crawl_documents, job_engine
+from core.errors import ConfigError
 from core.settings import Settings
 
 if TYPE_CHECKING:
@@ -119,6 +120,11 @@ def index_list(index: Annotated[Path, typer.Option("--index", help="Index root."
     """
     from retrieval.manifest import IndexRoot
 
+    if not index.is_dir():  # an empty table for a mistyped path read as "no generations yet"
+        raise ConfigError(
+            f"{index} is not an index root (no such directory); "
+            f"build one with `trawl index --data DIR --index {index}`."
+        )
     table = Table(title=str(index))
     for column in ("", "generation", "documents", "shards", "built", "source"):
         table.add_column(column)

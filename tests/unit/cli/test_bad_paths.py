@@ -37,3 +37,17 @@ def test_serving_a_directory_that_holds_no_index_is_an_error(tmp_path: Path) -> 
     assert done.returncode == 2, done.stdout + done.stderr
     assert "is not a Trawl index" in done.stdout + done.stderr
     assert "Traceback" not in done.stdout + done.stderr
+
+
+def test_listing_what_is_not_there_is_an_error(tmp_path: Path) -> None:
+    """``index list`` and ``block list`` drew an empty table for a path that does not exist."""
+    for args, says in (
+        (("index", "list", "--index", str(tmp_path / "no-index")), "is not an index root"),
+        (("block", "list", "--data", str(tmp_path / "no-crawl")), "is not a crawl data directory"),
+    ):
+        done = _trawl(*args)
+        assert done.returncode == 2, (args, done.stdout + done.stderr)
+        assert says in done.stdout + done.stderr
+    empty_root = tmp_path / "index"
+    empty_root.mkdir()  # a root whose first build has not published yet: an empty table
+    assert _trawl("index", "list", "--index", str(empty_root)).returncode == 0
