@@ -65,10 +65,6 @@ def _declared(dependant: Dependant) -> frozenset[str]:
     return frozenset(names)
 
 
-_DECLARED: dict[int, frozenset[str]] = {}
-"""Route (by identity; routes live as long as the app) → its declared query parameters."""
-
-
 def reject_undeclared_params(request: Request) -> None:
     """A misspelt parameter (``pgae=2``, ``limt=5``) is a 400 naming it, not silently ignored.
 
@@ -79,9 +75,7 @@ def reject_undeclared_params(request: Request) -> None:
     dependant = getattr(route, "dependant", None)
     if not isinstance(dependant, Dependant):
         return
-    allowed = _DECLARED.get(id(route))
-    if allowed is None:
-        allowed = _DECLARED[id(route)] = _declared(dependant)
+    allowed = _declared(dependant)  # a few microseconds; a cache keyed by route would outlive apps
     unknown = sorted(set(request.query_params) - allowed)
     if unknown:
         expected = f"expected one of: {', '.join(sorted(allowed))}" if allowed else "it takes none"
