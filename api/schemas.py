@@ -62,6 +62,11 @@ class SearchResponseModel(BaseModel):
         description="The query as typed, when too few results made these its spelling correction's "
         "results (query holds the correction; repeat with spell=false for the original).",
     )
+    ignored_words: list[str] = Field(
+        default_factory=list,
+        description="Query words the word index does not hold (very common words: the, if, for, …): "
+        "no page matches them as words; a ranker with vectors still reads the whole query.",
+    )
     results: list[HitModel]
 
     @classmethod
@@ -92,6 +97,7 @@ class SearchResponseModel(BaseModel):
             timings_ms={k: round(v, 3) for k, v in response.timings_ms.items()},
             suggestion=response.suggestion,
             rewritten_from=response.rewritten_from,
+            ignored_words=list(response.ignored_words),
             results=[HitModel.from_domain(h) for h in response.hits],
         )
 

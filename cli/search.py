@@ -52,6 +52,12 @@ def search_command(
         markup=False,
         highlight=False,
     )
+    if response.ignored_words:
+        out.print(
+            f"very common words are not matched as words: {', '.join(response.ignored_words)}",
+            markup=False,
+            highlight=False,
+        )
     for rank, hit in enumerate(response.hits, start=response.size * (response.page - 1) + 1):
         out.print(result_text(rank, hit.title, hit.score, hit.url, hit.snippet), highlight=False)
         if explain and hit.explain:

@@ -127,3 +127,8 @@ class SearchResponse:
     """A spelling correction of the query to offer ("Did you mean …?")."""
     rewritten_from: str | None = None
     """The query as typed, when these are the results of its spelling correction instead."""
+    ignored_words: tuple[str, ...] = ()
+    """Words of the query the word index does not hold (very common words: ``the``, ``if``,
+    ``for``, …), so no page matches them as words; a ranker with vectors still reads the
+    whole query. Said, so that "if" finding nothing, or "for loop" finding the Event Loop,
+    reads as what it is."""

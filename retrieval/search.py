@@ -54,6 +54,7 @@ from retrieval.rm3 import Rm3
 from retrieval.snippets import SnippetMatcher, make_snippet
 from retrieval.spelling import SpellerCache
 from retrieval.synonyms import Synonyms
+from retrieval.tokenizer import ENGLISH_STOPWORDS, words
 
 logger = logging.getLogger(__name__)
 
@@ -569,16 +570,16 @@ class SearchService:
         budget = RequestBudget.starting_now(self.settings.deadline_s)
         response = run(raw)
         if cursor or raw is None or not (spell and self.settings.spelling):
-            return response
+            return _with_ignored_words(response)
         suggestion = self._suggestion(raw, response, budget)
         if suggestion is None:
-            return response
+            return _with_ignored_words(response)
         if response.total < self.settings.spell_rewrite_below:
             rewritten = run(suggestion)
             if rewritten.total > response.total:
                 took = response.took_ms + rewritten.took_ms
-                return dataclasses.replace(rewritten, rewritten_from=raw, took_ms=took)
-        return dataclasses.replace(response, suggestion=suggestion)
+                return _with_ignored_words(dataclasses.replace(rewritten, rewritten_from=raw, took_ms=took))
+        return _with_ignored_words(dataclasses.replace(response, suggestion=suggestion))
 
     def _suggestion(self, raw: str, response: SearchResponse, budget: RequestBudget) -> str | None:
         """The speller's correction of ``raw``, leaving alone the words the live index holds.
@@ -866,3 +867,12 @@ class SearchService:
 
     def close(self) -> None:
         self.generations.close()
+
+
+def _with_ignored_words(response: SearchResponse) -> SearchResponse:
+    """``response`` naming the query's words that were not searched (stopwords: not indexed)."""
+    query = response.query
+    ignored = dict.fromkeys(
+        word for text in (*query.terms, *query.phrases) for word in words(text) if word in ENGLISH_STOPWORDS
+    )
+    return dataclasses.replace(response, ignored_words=tuple(ignored)) if ignored else response

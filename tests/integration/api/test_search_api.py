@@ -278,3 +278,26 @@ def test_a_repeated_click_is_answered_but_logged_once(client: httpx.Client) -> N
     assert first.json()["click_id"] == again.json()["click_id"]
     assert client.post("/v1/click", json={**body, "position": 1.0}).status_code == 400
     assert client.post("/v1/click", json={**body, "position": "²"}).status_code == 400
+
+
+@pytest.mark.parametrize(
+    ("q", "ignored"),
+    [
+        ("if list", ["if"]),  # Python's keywords are English stopwords: "if" is not indexed
+        ("AND OR NOT", ["and", "or", "not"]),
+        ('"to be" comprehension -the', ["to", "be"]),  # excluded words are not searched anyway
+        ("list comprehension", []),
+    ],
+)
+def test_words_the_index_does_not_hold_are_named(client: httpx.Client, q: str, ignored: list[str]) -> None:
+    """A query of very common words found nothing with no word of why; now the answer names
+    the words no page can match (the index holds no stopwords)."""
+    body = client.get("/v1/search", params={"q": q}).json()
+    assert body["ignored_words"] == ignored
+    if q == "AND OR NOT":
+        assert body["total"] == 0
+    page = client.get("/", params={"q": q}).text
+    if ignored:
+        assert f"Very common words are not matched as words: {', '.join(ignored)}." in page
+    else:
+        assert 'id="ignored"' not in page
