@@ -15,7 +15,6 @@ from rich.table import Table
 from rich.text import Text
 
 from core.crawldir import CrawlDir
-from core.errors import ConfigError
 from core.settings import CrawlSettings, Settings
 from crawl.fleet import crawl_status
 from crawl.loop import Crawler
@@ -96,9 +95,7 @@ async def run_crawl(crawler: Crawler, *, progress: bool) -> CrawlSummary:
 
 
 def _print_status(data: Path, frontier_url: str | None) -> None:
-    if not frontier_url and not CrawlDir(data).db.exists():
-        # An empty status for a mistyped --data read as "nothing crawled yet".
-        raise ConfigError(f"{data} is not a crawl data directory (no {CrawlDir(data).db.name} in it).")
+    CrawlDir(data).require_crawl(frontier_url)
     typer.echo(json.dumps(crawl_status(data, frontier_url), indent=1))
 
 

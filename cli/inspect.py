@@ -13,7 +13,6 @@ from rich.table import Table
 
 from core.blocklist import BlockList
 from core.crawldir import CrawlDir
-from core.errors import ConfigError
 from core.settings import Settings
 from crawl.inspect import inspect_url
 
@@ -34,8 +33,7 @@ def inspect_command(
     Example: trawl inspect "http://127.0.0.1:8099/library/os.html?utm_source=x" --data data/demo/crawl
     """
     crawl = Settings().crawl
-    if not crawl.frontier_url and not CrawlDir(data).db.exists():
-        raise ConfigError(f"{data} is not a crawl data directory (no {CrawlDir(data).db.name} in it).")
+    CrawlDir(data).require_crawl(crawl.frontier_url)
     # A fleet's state is in its PostgreSQL frontier (TRAWL_CRAWL__FRONTIER_URL), not in DIR.
     report = inspect_url(url, data, user_agent=crawl.user_agent, frontier_url=crawl.frontier_url)
     indexed = _indexed(report.canonical_url, index) if index is not None and report.canonical_url else None

@@ -29,6 +29,8 @@ import re
 from dataclasses import dataclass
 from pathlib import Path
 
+from core.errors import ConfigError
+
 __all__ = ["CrawlDir", "worker_folder"]
 
 _UNSAFE = re.compile(r"[^A-Za-z0-9._-]+")
@@ -96,3 +98,14 @@ class CrawlDir:
     def exists(self) -> bool:
         """True when a crawl has written its database here."""
         return self.db.exists()
+
+    def has_crawl(self, frontier_url: str | None) -> bool:
+        """True when there is a crawl database to read: the configured PostgreSQL frontier
+        (a fleet keeps its state there, not here), else this directory's SQLite file."""
+        return bool(frontier_url) or self.exists()
+
+    def require_crawl(self, frontier_url: str | None) -> None:
+        """Raise ``ConfigError`` unless :meth:`has_crawl`: a mistyped ``--data`` is an error,
+        not an empty report that reads as "nothing crawled yet"."""
+        if not self.has_crawl(frontier_url):
+            raise ConfigError(f"{self.root} is not a crawl data directory (no {self.db.name} in it).")

@@ -46,7 +46,7 @@ def inspect_url(url: str, data_dir: Path, *, user_agent: str, frontier_url: str 
     layout = CrawlDir(data_dir)
     if not canonical:
         return UrlReport(url, "", None, "unknown", None, (), "", ())
-    if not frontier_url and not layout.db.exists():
+    if not layout.has_crawl(frontier_url):
         return UrlReport(url, canonical, doc_id_for(canonical), "unknown", None, (), "", ())
     db = open_store(layout, frontier_url, readonly=True)
     try:

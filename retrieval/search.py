@@ -554,32 +554,34 @@ class SearchService:
         """
 
         def run(text: str | None) -> SearchResponse:
-            return self._search(
-                text,
-                page=page,
-                size=size,
-                ranker=ranker,
-                cursor=cursor,
-                explain=explain,
-                site=site,
-                lang=lang,
-                filetype=filetype,
-                snippets=snippets,
+            return _with_ignored_words(
+                self._search(
+                    text,
+                    page=page,
+                    size=size,
+                    ranker=ranker,
+                    cursor=cursor,
+                    explain=explain,
+                    site=site,
+                    lang=lang,
+                    filetype=filetype,
+                    snippets=snippets,
+                )
             )
 
         budget = RequestBudget.starting_now(self.settings.deadline_s)
         response = run(raw)
         if cursor or raw is None or not (spell and self.settings.spelling):
-            return _with_ignored_words(response)
+            return response
         suggestion = self._suggestion(raw, response, budget)
         if suggestion is None:
-            return _with_ignored_words(response)
+            return response
         if response.total < self.settings.spell_rewrite_below:
             rewritten = run(suggestion)
             if rewritten.total > response.total:
                 took = response.took_ms + rewritten.took_ms
-                return _with_ignored_words(dataclasses.replace(rewritten, rewritten_from=raw, took_ms=took))
-        return _with_ignored_words(dataclasses.replace(response, suggestion=suggestion))
+                return dataclasses.replace(rewritten, rewritten_from=raw, took_ms=took)
+        return dataclasses.replace(response, suggestion=suggestion)
 
     def _suggestion(self, raw: str, response: SearchResponse, budget: RequestBudget) -> str | None:
         """The speller's correction of ``raw``, leaving alone the words the live index holds.

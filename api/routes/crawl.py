@@ -132,7 +132,7 @@ def crawl_status(request: Request, _admin: AdminDep) -> dict[str, Any]:
     status = fleet_status(path, frontier_url)
     top = (
         host_health(path, limit=20, frontier_url=frontier_url)
-        if frontier_url or CrawlDir(path).db.exists()
+        if CrawlDir(path).has_crawl(frontier_url)
         else []
     )
     return status | {"hosts": [dataclasses.asdict(h) for h in top]}

@@ -61,7 +61,7 @@ from core.errors import (
 )
 from core.settings import CrawlSettings
 from crawl.fetcher import make_client
-from crawl.frontier_store import CrawlStore, is_postgres_url, open_store
+from crawl.frontier_store import CrawlStore, open_store
 from crawl.guard import AddressGuard, DnsCache, system_resolver
 from crawl.state import NewUrl
 from crawl.urls import canonicalize_url, host_of
@@ -216,8 +216,12 @@ def _refuse_hosts_not_crawled(path: Path, settings: CrawlSettings, hosts: set[st
     site the operator never chose into the crawl nor make Trawl fetch from any host named."""
     if settings.scope == "any":
         return
-    has_crawl = is_postgres_url(settings.frontier_url) or CrawlDir(path).db.exists()
-    db = open_store(CrawlDir(path), settings.frontier_url, readonly=True) if has_crawl else None
+    layout = CrawlDir(path)
+    db = (
+        open_store(layout, settings.frontier_url, readonly=True)
+        if layout.has_crawl(settings.frontier_url)
+        else None
+    )
     try:
         outside = sorted(h for h in hosts if db is None or not _crawled_here(db, h, settings.scope))
     finally:

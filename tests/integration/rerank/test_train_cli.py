@@ -3,35 +3,19 @@
 from __future__ import annotations
 
 import json
-import os
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
 from rerank.features import SCHEMA
 from rerank.ltr import LtrModel
-
-REPO = Path(__file__).resolve().parents[3]
-
-
-def _trawl(*args: str) -> subprocess.CompletedProcess[str]:
-    # The repository's data/ keeps the evaluation caches (vectors, feature frames).
-    return subprocess.run(
-        [sys.executable, "-m", "cli.main", *args],
-        cwd=REPO,
-        capture_output=True,
-        text=True,
-        timeout=900,
-        env={**os.environ, "COLUMNS": "200"},
-    )
+from tests.fixtures.cli import run_trawl
 
 
 @pytest.mark.slow
 def test_train_then_evaluate_a_saved_model(eval_dir: Path, tmp_path: Path) -> None:
     out = tmp_path / "cisi-ltr"
-    proc = _trawl("train", "ltr", "--dataset", str(eval_dir / "cisi"), "--out", str(out), "--folds", "3")
+    proc = run_trawl("train", "ltr", "--dataset", str(eval_dir / "cisi"), "--out", str(out), "--folds", "3")
     assert proc.returncode == 0, proc.stderr
     model = LtrModel.load(out)
     card = model.card
@@ -39,7 +23,7 @@ def test_train_then_evaluate_a_saved_model(eval_dir: Path, tmp_path: Path) -> No
     assert [d["dataset"] for d in card["data"]] == ["cisi"]
     assert card["queries"] == 76 and len(card["cv"]["per_fold"]) == 3
     assert "cross-validation" in proc.stderr and "wrote" in proc.stderr
-    proc = _trawl(
+    proc = run_trawl(
         "eval", "--dataset", str(eval_dir / "cisi"), "--ranker", "ltr", "--model", str(out), "--json"
     )
     assert proc.returncode == 0, proc.stderr

@@ -3,28 +3,14 @@ never a traceback nor an answer that looks like an empty crawl."""
 
 from __future__ import annotations
 
-import subprocess
-import sys
 from pathlib import Path
 
-REPO = Path(__file__).resolve().parents[3]
-
-
-def _trawl(*args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "cli.main", *args],
-        cwd=REPO,
-        capture_output=True,
-        text=True,
-        timeout=120,
-        env={"PATH": "/usr/bin:/bin", "HF_HUB_OFFLINE": "1", "COLUMNS": "200"},
-        check=False,
-    )
+from tests.fixtures.cli import run_trawl
 
 
 def test_crawl_status_of_a_directory_that_holds_no_crawl_is_an_error(tmp_path: Path) -> None:
     """It printed an empty status (0 URLs) with exit status 0: a typo read as "nothing crawled"."""
-    done = _trawl("crawl", "status", "--data", str(tmp_path / "no-such-crawl"))
+    done = run_trawl("crawl", "status", "--data", str(tmp_path / "no-such-crawl"))
     assert done.returncode == 2, done.stdout + done.stderr
     assert "is not a crawl data directory" in done.stdout + done.stderr
     assert "Traceback" not in done.stdout + done.stderr
@@ -33,7 +19,7 @@ def test_crawl_status_of_a_directory_that_holds_no_crawl_is_an_error(tmp_path: P
 
 def test_serving_a_directory_that_holds_no_index_is_an_error(tmp_path: Path) -> None:
     """It started uvicorn, which printed a traceback and "Application startup failed" (status 3)."""
-    done = _trawl("serve", "--index", str(tmp_path), "--port", "0")
+    done = run_trawl("serve", "--index", str(tmp_path), "--port", "0")
     assert done.returncode == 2, done.stdout + done.stderr
     assert "is not a Trawl index" in done.stdout + done.stderr
     assert "Traceback" not in done.stdout + done.stderr
@@ -45,9 +31,9 @@ def test_listing_what_is_not_there_is_an_error(tmp_path: Path) -> None:
         (("index", "list", "--index", str(tmp_path / "no-index")), "is not an index root"),
         (("block", "list", "--data", str(tmp_path / "no-crawl")), "is not a crawl data directory"),
     ):
-        done = _trawl(*args)
+        done = run_trawl(*args)
         assert done.returncode == 2, (args, done.stdout + done.stderr)
         assert says in done.stdout + done.stderr
     empty_root = tmp_path / "index"
     empty_root.mkdir()  # a root whose first build has not published yet: an empty table
-    assert _trawl("index", "list", "--index", str(empty_root)).returncode == 0
+    assert run_trawl("index", "list", "--index", str(empty_root)).returncode == 0
