@@ -64,8 +64,9 @@ class SearchResponseModel(BaseModel):
     )
     ignored_words: list[str] = Field(
         default_factory=list,
-        description="Query words the word index does not hold (very common words: the, if, for, …): "
-        "no page matches them as words; a ranker with vectors still reads the whole query.",
+        description="Very common words (the, of, is, …) of a query longer than four words, which "
+        "are not searched; a short query searches them in titles and headings. A ranker with "
+        "vectors still reads the whole query.",
     )
     results: list[HitModel]
 

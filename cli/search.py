@@ -54,7 +54,7 @@ def search_command(
     )
     if response.ignored_words:
         out.print(
-            f"very common words are not matched as words: {', '.join(response.ignored_words)}",
+            f"very common words of a long query are not searched: {', '.join(response.ignored_words)}",
             markup=False,
             highlight=False,
         )

@@ -128,7 +128,7 @@ class SearchResponse:
     rewritten_from: str | None = None
     """The query as typed, when these are the results of its spelling correction instead."""
     ignored_words: tuple[str, ...] = ()
-    """Words of the query the word index does not hold (very common words: ``the``, ``if``,
-    ``for``, …), so no page matches them as words; a ranker with vectors still reads the
-    whole query. Said, so that "if" finding nothing, or "for loop" finding the Event Loop,
-    reads as what it is."""
+    """Very common words (``the``, ``of``, ``is``, …) of a query too long for them to be
+    searched (more than four words: a sentence, whose stopwords are grammar); a ranker with
+    vectors still reads the whole query. A short query searches its stopwords in titles and
+    headings (``retrieval.stopword_search``), so "if statement" is not "statement"."""

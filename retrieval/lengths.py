@@ -14,11 +14,11 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
-from retrieval.lexical import TEXT_FIELDS
+from retrieval.lexical import LENGTH_FIELDS
 
 __all__ = ["ShardLengths", "ShardTotals"]
 
-_COLUMNS = ", ".join(TEXT_FIELDS)
+_COLUMNS = ", ".join(LENGTH_FIELDS)
 
 
 @dataclass(frozen=True, slots=True)
@@ -36,7 +36,7 @@ class ShardLengths:
         self._conn = sqlite3.connect(self.path)
         self._conn.execute(
             f"CREATE TABLE IF NOT EXISTS lengths (doc_id INTEGER PRIMARY KEY, "
-            f"{', '.join(f'{f} INTEGER NOT NULL' for f in TEXT_FIELDS)})"
+            f"{', '.join(f'{f} INTEGER NOT NULL' for f in LENGTH_FIELDS)})"
         )
 
     def apply(self, put: Iterable[tuple[int, Mapping[str, int]]], delete: Iterable[int] = ()) -> None:
@@ -45,19 +45,19 @@ class ShardLengths:
             self._conn.executemany("DELETE FROM lengths WHERE doc_id = ?", [(int(d),) for d in delete])
             self._conn.executemany(
                 f"INSERT OR REPLACE INTO lengths (doc_id, {_COLUMNS}) "
-                f"VALUES (?, {', '.join('?' for _ in TEXT_FIELDS)})",
-                [(int(d), *(int(t.get(f, 0)) for f in TEXT_FIELDS)) for d, t in put],
+                f"VALUES (?, {', '.join('?' for _ in LENGTH_FIELDS)})",
+                [(int(d), *(int(t.get(f, 0)) for f in LENGTH_FIELDS)) for d, t in put],
             )
 
     def totals(self) -> ShardTotals:
-        sums = ", ".join(f"COALESCE(SUM({f}), 0)" for f in TEXT_FIELDS)
-        nonempty = ", ".join(f"COALESCE(SUM({f} > 0), 0)" for f in TEXT_FIELDS)
+        sums = ", ".join(f"COALESCE(SUM({f}), 0)" for f in LENGTH_FIELDS)
+        nonempty = ", ".join(f"COALESCE(SUM({f} > 0), 0)" for f in LENGTH_FIELDS)
         row = self._conn.execute(f"SELECT COUNT(*), {sums}, {nonempty} FROM lengths").fetchone()
-        n = len(TEXT_FIELDS)
+        n = len(LENGTH_FIELDS)
         return ShardTotals(
             int(row[0]),
-            dict(zip(TEXT_FIELDS, map(int, row[1 : 1 + n]), strict=True)),
-            dict(zip(TEXT_FIELDS, map(int, row[1 + n :]), strict=True)),
+            dict(zip(LENGTH_FIELDS, map(int, row[1 : 1 + n]), strict=True)),
+            dict(zip(LENGTH_FIELDS, map(int, row[1 + n :]), strict=True)),
         )
 
     def close(self) -> None:

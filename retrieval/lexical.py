@@ -31,13 +31,18 @@ from core.types import DocId, Document, Query, ScoredDoc
 from retrieval.forward import ForwardIndex, ForwardWriter, mark_stale
 from retrieval.layout import forward_dir, lexical_manifest
 from retrieval.stats import BALLAST_TOKEN, CorpusStats, bm25_idf
+from retrieval.stopword_search import CAPTION_WEIGHT, CAPTIONS_FIELD, stopword_search
 from retrieval.tokenizer import analyze, analyzed_text, stems, words
 from retrieval.vocabulary import VocabularyCounter
 
 logger = logging.getLogger(__name__)
 
-FORMAT_VERSION = 1
+FORMAT_VERSION = 2
+"""2: the ``captions`` field (titles and headings with their stopwords, retrieval.stopword_search)."""
 TEXT_FIELDS: tuple[str, ...] = ("title", "headings", "body", "anchors")
+"""The fields every query and every per-field feature scores."""
+LENGTH_FIELDS: tuple[str, ...] = (*TEXT_FIELDS, CAPTIONS_FIELD)
+"""Every indexed text field: what ballast and the lengths table keep per document."""
 MAX_HEADINGS_CHARS = 20_000
 MAX_BODY_CHARS = 1_000_000
 """Body text past this is neither indexed nor stored: a search page is not an archive."""
@@ -55,10 +60,12 @@ def analysed(text: str) -> tuple[str, ...]:
 
 
 def stat_terms(query: Query) -> frozenset[str]:
-    """Every analysed term whose document frequency scores ``query`` (phrases and synonyms too)."""
+    """Every analysed term whose document frequency scores ``query`` (phrases, synonyms and a
+    short query's stopwords too)."""
     terms: set[str] = set()
     for text in (*query.terms, *query.phrases, *(text for text, _ in query.expansions)):
         terms.update(analysed(text))
+    terms.update(stopword_search(query).terms)
     return frozenset(terms)
 
 
@@ -139,7 +146,7 @@ def build_schema() -> tantivy.Schema:
     sb.add_text_field("lang", stored=False, tokenizer_name="raw", index_option="basic")
     sb.add_text_field("filetype", stored=False, tokenizer_name="raw", index_option="basic")
     sb.add_text_field("kind", stored=False, tokenizer_name="raw", index_option="basic")
-    for name in TEXT_FIELDS:
+    for name in LENGTH_FIELDS:
         sb.add_text_field(name, stored=False, tokenizer_name="whitespace", index_option="position")
     sb.add_float_field("pagerank", stored=False, fast=True)
     sb.add_float_field("published_at", stored=False, fast=True)
@@ -192,8 +199,8 @@ class LexicalShardWriter:
         self._writer = self._index.writer(heap_size=heap_bytes, num_threads=threads)
         self.count = 0
         self.ballast = 0
-        self._nonempty: dict[str, int] = dict.fromkeys(TEXT_FIELDS, 0)
-        self.field_tokens: dict[str, int] = dict.fromkeys(TEXT_FIELDS, 0)
+        self._nonempty: dict[str, int] = dict.fromkeys(LENGTH_FIELDS, 0)
+        self.field_tokens: dict[str, int] = dict.fromkeys(LENGTH_FIELDS, 0)
         self.forward = ForwardWriter(forward_dir(self.path))
         """Token ids of what the text features read, per document (:mod:`retrieval.forward`)."""
         self._changed_in_place: set[int] = set()
@@ -227,6 +234,7 @@ class LexicalShardWriter:
             "headings": analyzed_text(headings),
             "body": body_tokens,
             "anchors": analyzed_text(anchors),
+            CAPTIONS_FIELD: " ".join(analyze(doc.title + " \n" + headings, keep_stopwords=True)),
         }
         for name, tokens in analysed.items():
             tdoc.add_text(name, tokens)
@@ -283,7 +291,7 @@ class LexicalShardWriter:
             tdoc = tantivy.Document()
             tdoc.add_unsigned("doc_id", 0)
             tdoc.add_text("kind", "ballast")
-            for name in TEXT_FIELDS:
+            for name in LENGTH_FIELDS:
                 share = tokens.get(name, 0) // docs + (1 if i < tokens.get(name, 0) % docs else 0)
                 tdoc.add_text(name, " ".join([BALLAST_TOKEN] * share))
             self._writer.add_document(tdoc)
@@ -295,7 +303,7 @@ class LexicalShardWriter:
         tdoc, _ = self._document(doc)
         self.delete(int(doc.doc_id))
         self._writer.add_document(tdoc)
-        return {name: self.field_tokens[name] - before[name] for name in TEXT_FIELDS}
+        return {name: self.field_tokens[name] - before[name] for name in LENGTH_FIELDS}
 
     def delete(self, doc_id: int) -> None:
         # By query, not by term: a term built from a Python int is signed and misses the u64 field.
@@ -399,7 +407,7 @@ class LexicalShard:
         nonempty = manifest.get("nonempty_fields", {})
         # A field no document has contributes nothing; skipping it halves query work on
         # collections without headings or anchors.
-        self._live_fields = frozenset(f for f in TEXT_FIELDS if nonempty.get(f, 1) > 0)
+        self._live_fields = frozenset(f for f in LENGTH_FIELDS if nonempty.get(f, 1) > 0)
         self._local_n = int(self._searcher.num_docs)
         self._df: dict[tuple[str, str], int] = {}
         self._addresses: dict[DocId, Any] = {}
@@ -415,7 +423,9 @@ class LexicalShard:
     def doc_freqs(self, query: Query) -> dict[tuple[str, str], int]:
         """Local document frequency of every (field, term) the query scores with."""
         terms = stat_terms(query)
-        return {(f, t): self.doc_freq(f, t) for f in TEXT_FIELDS if f in self._live_fields for t in terms}
+        # Every live field for every term, captions included: the broker caches frequencies
+        # by term, so a term's entry must not depend on the query that first asked for it.
+        return {(f, t): self.doc_freq(f, t) for f in LENGTH_FIELDS if f in self._live_fields for t in terms}
 
     def doc_freq(self, field: str, term: str) -> int:
         """Documents of this shard with ``term`` in ``field``, cached: the searcher never changes
@@ -490,6 +500,21 @@ class LexicalShard:
             counts.update(analysed(text))
         return counts
 
+    def _caption_clauses(self, query: Query, stats: CorpusStats | None) -> list[tuple[Any, tantivy.Query]]:
+        """A short query's stopwords as terms and in word pairs as phrases, in ``captions``
+        (:mod:`retrieval.stopword_search`); nothing for a long query."""
+        search = stopword_search(query)
+        clauses: list[tuple[Any, tantivy.Query]] = []
+        for term in search.terms:
+            weight = CAPTION_WEIGHT * self._idf_ratio(stats, CAPTIONS_FIELD, (term,))
+            q = tantivy.Query.boost_query(self._term(CAPTIONS_FIELD, term), weight)
+            clauses.append((tantivy.Occur.Should, q))
+        for pair in search.phrases:
+            weight = CAPTION_WEIGHT * self._idf_ratio(stats, CAPTIONS_FIELD, pair)
+            phrase = tantivy.Query.phrase_query(self._schema, CAPTIONS_FIELD, list(pair))
+            clauses.append((tantivy.Occur.Should, tantivy.Query.boost_query(phrase, weight)))
+        return clauses
+
     def build_query(
         self,
         query: Query,
@@ -517,6 +542,8 @@ class LexicalShard:
             elif tokens and boosts:
                 q = tantivy.Query.boost_query(self._in_any_field(tokens, list(boosts), stats), share)
                 should.append((tantivy.Occur.Should, q))
+        if fields is None and CAPTIONS_FIELD in self._live_fields:
+            should.extend(self._caption_clauses(query, stats))
         # The scoring disjunction is itself required: beside Must filters, bare Should
         # clauses would turn optional and let filter-only matches through.
         clauses: list[tuple[Any, tantivy.Query]] = []

@@ -53,8 +53,8 @@ from retrieval.ranking import (
 from retrieval.rm3 import Rm3
 from retrieval.snippets import SnippetMatcher, make_snippet
 from retrieval.spelling import SpellerCache
+from retrieval.stopword_search import ignored_stopwords
 from retrieval.synonyms import Synonyms
-from retrieval.tokenizer import ENGLISH_STOPWORDS, words
 
 logger = logging.getLogger(__name__)
 
@@ -872,9 +872,7 @@ class SearchService:
 
 
 def _with_ignored_words(response: SearchResponse) -> SearchResponse:
-    """``response`` naming the query's words that were not searched (stopwords: not indexed)."""
-    query = response.query
-    ignored = dict.fromkeys(
-        word for text in (*query.terms, *query.phrases) for word in words(text) if word in ENGLISH_STOPWORDS
-    )
-    return dataclasses.replace(response, ignored_words=tuple(ignored)) if ignored else response
+    """``response`` naming the query's words that were not searched: the stopwords of a query
+    too long for them to count (:mod:`retrieval.stopword_search`)."""
+    ignored = ignored_stopwords(response.query)
+    return dataclasses.replace(response, ignored_words=ignored) if ignored else response

@@ -29,6 +29,7 @@ from __future__ import annotations
 import hashlib
 import json
 import logging
+import shutil
 import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
@@ -39,8 +40,10 @@ from typing import Any
 from core.errors import ConfigError, QueryError
 from core.settings import Settings
 from core.types import Query
+from retrieval import layout
 from retrieval.analyzer import parse_query
 from retrieval.build import build_index
+from retrieval.lexical import LexicalShard
 from retrieval.manifest import IndexManifest
 from retrieval.search import SearchService
 from training.datasets import BeirDataset
@@ -85,9 +88,14 @@ def cached_index(dataset: BeirDataset, settings: Settings, *, shards: int = 1) -
     cache_dir = settings.data_dir / "cache" / "eval" / f"{dataset.name}-{dataset.fingerprint()}{suffix}"
     index_dir = cache_dir / "index"
     try:
-        IndexManifest.load(index_dir)
-    except Exception:  # noqa: BLE001 - any unreadable cache is rebuilt
+        manifest = IndexManifest.load(index_dir)
+        for shard in range(manifest.shards):
+            LexicalShard(layout.lexical_dir(index_dir, shard))
+    except Exception:  # noqa: BLE001 - any unreadable or outdated cache is rebuilt
         logger.info("building the evaluation index of %s in %s", dataset.name, index_dir)
+        # Frames and fold models cached beside an outdated index scored its candidates:
+        # they go with it.
+        shutil.rmtree(cache_dir, ignore_errors=True)
         cache_dir.mkdir(parents=True, exist_ok=True)
         build_index(dataset.iter_documents(), index_dir, shards=shards, source=f"beir:{dataset.root}")
     return index_dir, cache_dir

@@ -77,8 +77,14 @@ def main(argv: list[str] | None = None) -> int:
         "--corpus", type=Path, required=True, help="A crawl-derived BEIR set of the demo site."
     )
     parser.add_argument("--out", type=Path, required=True)
+    parser.add_argument(
+        "--judgments",
+        type=Path,
+        default=JUDGMENTS,
+        help="A judged TSV (default everyday-pydocs.tsv; keywords-pydocs.tsv holds the keyword queries).",
+    )
     args = parser.parse_args(argv)
-    count, root = build(args.corpus, args.out)
+    count, root = build(args.corpus, args.out, args.judgments)
     print(f"{args.out}: {count} hand-judged queries over {root}")
     return 0
 

@@ -1,0 +1,50 @@
+"""``trawl eval``'s cached index is rebuilt when its lexical format is outdated.
+
+Before, an index cached under an older format was reused and then refused when opened,
+and feature frames cached beside it would have described candidates the new index no
+longer produces.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from core.settings import Settings
+from retrieval import layout
+from retrieval.lexical import FORMAT_VERSION, LexicalShard
+from training.datasets import BeirDataset
+from training.evaluate import cached_index
+
+
+def write_collection(root: Path) -> Path:
+    (root / "qrels").mkdir(parents=True)
+    docs = [
+        {"_id": "d1", "title": "The if statement", "text": "Conditional execution of a suite."},
+        {"_id": "d2", "title": "Loops", "text": "A loop repeats a suite of statements."},
+    ]
+    (root / "corpus.jsonl").write_text("".join(json.dumps(d) + "\n" for d in docs))
+    (root / "queries.jsonl").write_text(json.dumps({"_id": "q1", "text": "if statement"}) + "\n")
+    (root / "qrels" / "test.tsv").write_text("query-id\tcorpus-id\tscore\nq1\td1\t1\n")
+    return root
+
+
+def test_an_outdated_cached_index_is_rebuilt_and_its_frames_dropped(tmp_path: Path) -> None:
+    settings = Settings(data_dir=tmp_path / "data")
+    dataset = BeirDataset(write_collection(tmp_path / "tiny"))
+    index_dir, cache_dir = cached_index(dataset, settings)
+    frame = cache_dir / "ltr-features-0.parquet"
+    frame.write_bytes(b"scored on the old index")
+
+    # A current cache is reused as it is.
+    assert cached_index(dataset, settings) == (index_dir, cache_dir)
+    assert frame.exists()
+
+    manifest = layout.lexical_manifest(layout.lexical_dir(index_dir, 0))
+    raw = json.loads(manifest.read_text())
+    manifest.write_text(json.dumps({**raw, "format_version": FORMAT_VERSION - 1}))
+
+    assert cached_index(dataset, settings) == (index_dir, cache_dir)
+    assert not frame.exists()
+    assert json.loads(manifest.read_text())["format_version"] == FORMAT_VERSION
+    assert LexicalShard(layout.lexical_dir(index_dir, 0)).num_docs == 2
