@@ -5,8 +5,9 @@ one per field). A person asking "why this result" wants to see which words match
 where: each positive term and phrase of the query is scored alone on each field of
 the document, with the same collection statistics as the query (shard-comparable
 BM25), and weighted by the field's boost, so the cells add up to (about) the total
-BM25 the ranker used. Only shards opened in this
-process can be asked; for a remote shard the breakdown is empty.
+BM25 the ranker used. A short query's stopwords, and the word pairs holding them, get a
+``captions`` cell (titles and headings with every word; :mod:`retrieval.stopword_search`).
+Only shards opened in this process can be asked; for a remote shard the breakdown is empty.
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ import time
 from core.types import DocId, Query
 from retrieval.broker import Broker, LocalShard
 from retrieval.lexical import TEXT_FIELDS
+from retrieval.stopword_search import CAPTIONS_FIELD
 
 __all__ = ["bm25_breakdown"]
 
@@ -54,4 +56,8 @@ def bm25_breakdown(broker: Broker, query: Query, doc_id: DocId, shard_id: int) -
         }
         if cells:
             out[label] = cells
+    # A short query's stopwords score in titles and headings only (retrieval.stopword_search).
+    stats = broker.stats(query, time.perf_counter() + _STATS_DEADLINE_S)
+    for label, score in shard.lexical.caption_scores(query, doc_id, stats=stats).items():
+        out.setdefault(label, {})[CAPTIONS_FIELD] = score
     return out

@@ -500,20 +500,36 @@ class LexicalShard:
             counts.update(analysed(text))
         return counts
 
-    def _caption_clauses(self, query: Query, stats: CorpusStats | None) -> list[tuple[Any, tantivy.Query]]:
+    def _caption_parts(self, query: Query, stats: CorpusStats | None) -> list[tuple[str, tantivy.Query]]:
         """A short query's stopwords as terms and in word pairs as phrases, in ``captions``
-        (:mod:`retrieval.stopword_search`); nothing for a long query."""
+        (:mod:`retrieval.stopword_search`), each with a label; nothing for a long query."""
         search = stopword_search(query)
-        clauses: list[tuple[Any, tantivy.Query]] = []
+        parts: list[tuple[str, tantivy.Query]] = []
         for term in search.terms:
             weight = CAPTION_WEIGHT * self._idf_ratio(stats, CAPTIONS_FIELD, (term,))
-            q = tantivy.Query.boost_query(self._term(CAPTIONS_FIELD, term), weight)
-            clauses.append((tantivy.Occur.Should, q))
+            parts.append((term, tantivy.Query.boost_query(self._term(CAPTIONS_FIELD, term), weight)))
         for pair in search.phrases:
             weight = CAPTION_WEIGHT * self._idf_ratio(stats, CAPTIONS_FIELD, pair)
             phrase = tantivy.Query.phrase_query(self._schema, CAPTIONS_FIELD, list(pair))
-            clauses.append((tantivy.Occur.Should, tantivy.Query.boost_query(phrase, weight)))
-        return clauses
+            parts.append((f'"{" ".join(pair)}"', tantivy.Query.boost_query(phrase, weight)))
+        return parts
+
+    def _caption_clauses(self, query: Query, stats: CorpusStats | None) -> list[tuple[Any, tantivy.Query]]:
+        return [(tantivy.Occur.Should, q) for _, q in self._caption_parts(query, stats)]
+
+    def caption_scores(
+        self, query: Query, doc_id: DocId, *, stats: CorpusStats | None = None
+    ) -> dict[str, float]:
+        """What each stopword term and word pair of a short query adds to ``doc_id``'s BM25
+        (explain's ``captions`` cells), by label (the analysed term; a pair in quotes)."""
+        if CAPTIONS_FIELD not in self._live_fields:
+            return {}
+        only = self._among([doc_id])
+        scores: dict[str, float] = {}
+        for label, part in self._caption_parts(query, stats):
+            for _, score in self._scored_among(part, only, 1):
+                scores[label] = score
+        return scores
 
     def build_query(
         self,

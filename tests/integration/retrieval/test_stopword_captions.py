@@ -104,3 +104,20 @@ def test_sharded_scores_equal_one_index(tmp_path: Path, query: str) -> None:
     assert [h.doc_id for h in merged.hits] == [h.doc_id for h in single.hits]
     for a, b in zip(merged.hits, single.hits, strict=True):
         assert a.score == pytest.approx(b.score, rel=1e-4)
+
+
+def test_explain_shows_what_the_stopwords_added(tmp_path: Path) -> None:
+    from retrieval.explain import bm25_breakdown
+
+    build_index(PAGES, tmp_path / "idx", shards=2)
+    service = SearchService.open(tmp_path / "idx")
+    response = service.search("with statement", size=10, ranker="bm25", explain=True)
+    hit = response.hits[0]
+    assert hit.explain is not None
+    shard = int(hit.explain["shard"])
+    breakdown = bm25_breakdown(service.generation.broker, response.query, hit.doc_id, shard)
+    assert breakdown["with"]["captions"] > 0
+    assert breakdown['"with statement"']["captions"] > 0
+    # The cells add up to the score the ranker used, the captions part included.
+    total = sum(score for cells in breakdown.values() for score in cells.values())
+    assert total == pytest.approx(hit.explain["bm25"], rel=1e-3)
