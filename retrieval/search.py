@@ -548,7 +548,8 @@ class SearchService:
         where making their snippets would cost more than ranking them).
 
         A query with a misspelt word gets ``suggestion``; when it also finds fewer than
-        ``spell_rewrite_below`` results and the correction finds more, the correction's
+        ``spell_rewrite_below`` results (or none the index holds a non-stopword of: "if
+        statment" matching only headings with "if") and the correction finds more, the correction's
         results are served instead, with ``rewritten_from`` naming what was typed. A
         cursor continues whatever query it was made for, so it is never corrected.
         """
@@ -573,18 +574,24 @@ class SearchService:
         response = run(raw)
         if cursor or raw is None or not (spell and self.settings.spelling):
             return response
-        suggestion = self._suggestion(raw, response, budget)
+        suggestion, words_found = self._suggestion(raw, response, budget)
         if suggestion is None:
             return response
-        if response.total < self.settings.spell_rewrite_below:
+        # Results that only a short query's stopwords found ("if statment": pages with "if" in
+        # a heading) are not what was asked for: the correction is served as for no results.
+        below = self.settings.spell_rewrite_below  # 0: never rewrite
+        if below > 0 and (response.total < below or not words_found):
             rewritten = run(suggestion)
             if rewritten.total > response.total:
                 took = response.took_ms + rewritten.took_ms
                 return dataclasses.replace(rewritten, rewritten_from=raw, took_ms=took)
         return dataclasses.replace(response, suggestion=suggestion)
 
-    def _suggestion(self, raw: str, response: SearchResponse, budget: RequestBudget) -> str | None:
-        """The speller's correction of ``raw``, leaving alone the words the live index holds.
+    def _suggestion(
+        self, raw: str, response: SearchResponse, budget: RequestBudget
+    ) -> tuple[str | None, bool]:
+        """The speller's correction of ``raw``, leaving alone the words the live index holds,
+        and whether the index holds any of the query's words other than stopwords.
 
         The vocabulary is written when a generation is built; pages indexed in place since
         then bring words it lacks, which read as typos of known words ("lisp" for "list")
@@ -597,10 +604,10 @@ class SearchService:
         """
         with self.generations.using() as generation:
             if generation is None or generation.id != response.generation:
-                return None  # a publish since: the next search suggests for the new one
+                return None, True  # a publish since: the next search suggests for the new one
             speller = self.spellers.get(generation.id, vocabulary_file(generation.path))
             if speller is None or speller.suggest(raw) is None:
-                return None
+                return None, True
             query = self.parse(raw)
             freqs = generation.broker.term_doc_freqs(query, budget.until())
         indexed: dict[str, int] = {}
@@ -611,7 +618,8 @@ class SearchService:
             terms = analysed(word)
             return indexed.get(terms[0], 0) if len(terms) == 1 else 0
 
-        return speller.suggest(raw, indexed_df=indexed_df)
+        words = {t for text in (*query.terms, *query.phrases) for t in analysed(text)}
+        return speller.suggest(raw, indexed_df=indexed_df), any(indexed.get(t, 0) > 0 for t in words)
 
     def _search(
         self,

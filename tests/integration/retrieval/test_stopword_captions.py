@@ -121,3 +121,20 @@ def test_explain_shows_what_the_stopwords_added(tmp_path: Path) -> None:
     # The cells add up to the score the ranker used, the captions part included.
     total = sum(score for cells in breakdown.values() for score in cells.values())
     assert total == pytest.approx(hit.explain["bm25"], rel=1e-3)
+
+
+def test_a_typo_beside_a_stopword_is_still_corrected(tmp_path: Path) -> None:
+    # "if statment" finds the pages with "if" in a heading (more than the rewrite threshold
+    # of 3), but none has the word typed: the correction is served, as for no results.
+    more = (
+        make_doc("https://docs.example/faq.html", "FAQ", "Questions.", headings=("What if a key is missing",)),
+        make_doc("https://docs.example/howto.html", "HOWTO", "Recipes.", headings=("if and elif",)),
+    )
+    build_index((*PAGES, *more), tmp_path / "idx", shards=1)
+    service = SearchService.open(tmp_path / "idx")
+    assert service.search("if", ranker="bm25", spell=False).total >= 3
+    response = service.search("if statment", ranker="bm25")
+    assert response.rewritten_from == "if statment"
+    assert [h.url for h in response.hits][:1] == [COMPOUND]
+    # A query whose words are in the index is never rewritten.
+    assert service.search("if statements", ranker="bm25").rewritten_from is None
