@@ -127,7 +127,7 @@ def test_a_typo_beside_a_stopword_is_still_corrected(tmp_path: Path) -> None:
     # "if statment" finds the pages with "if" in a heading (more than the rewrite threshold
     # of 3), but none has the word typed: the correction is served, as for no results.
     more = (
-        make_doc("https://docs.example/faq.html", "FAQ", "Questions.", headings=("What if a key is missing",)),
+        make_doc("https://docs.example/faq.html", "FAQ", "Questions.", headings=("What if a key is gone",)),
         make_doc("https://docs.example/howto.html", "HOWTO", "Recipes.", headings=("if and elif",)),
     )
     build_index((*PAGES, *more), tmp_path / "idx", shards=1)
