@@ -378,23 +378,29 @@ def build_lexical_shard(docs: Iterable[Document], path: Path) -> int:
     return writer.count
 
 
+def read_lexical_manifest(path: Path) -> dict[str, Any]:
+    """The manifest of the lexical shard at ``path``; ``ManifestError`` when there is none or
+    it has another format (reading it costs nothing next to opening the shard)."""
+    manifest_path = lexical_manifest(path)
+    if not manifest_path.exists():
+        raise ManifestError(
+            f"{path} is not a Trawl lexical index (no {manifest_path.name}); build one with `trawl index`."
+        )
+    manifest: dict[str, Any] = json.loads(manifest_path.read_text())
+    if manifest.get("format_version") != FORMAT_VERSION:
+        raise ManifestError(
+            f"{path} has index format {manifest.get('format_version')}, "
+            f"this Trawl reads {FORMAT_VERSION}; rebuild it with `trawl index`."
+        )
+    return manifest
+
+
 class LexicalShard:
     """A read-only Tantivy shard: search, fetch stored documents, per-field scores."""
 
     def __init__(self, path: Path, *, boosts: FieldBoosts | None = None) -> None:
         self.path = Path(path)
-        manifest_path = lexical_manifest(self.path)
-        if not manifest_path.exists():
-            raise ManifestError(
-                f"{self.path} is not a Trawl lexical index (no {manifest_path.name}); "
-                "build one with `trawl index`."
-            )
-        manifest = json.loads(manifest_path.read_text())
-        if manifest.get("format_version") != FORMAT_VERSION:
-            raise ManifestError(
-                f"{self.path} has index format {manifest.get('format_version')}, "
-                f"this Trawl reads {FORMAT_VERSION}; rebuild it with `trawl index`."
-            )
+        manifest = read_lexical_manifest(self.path)
         try:
             self._index = tantivy.Index.open(str(self.path))
         except ValueError as exc:

@@ -43,7 +43,7 @@ from core.types import Query
 from retrieval import layout
 from retrieval.analyzer import parse_query
 from retrieval.build import build_index
-from retrieval.lexical import LexicalShard
+from retrieval.lexical import read_lexical_manifest
 from retrieval.manifest import IndexManifest
 from retrieval.search import SearchService
 from training.datasets import BeirDataset
@@ -90,7 +90,7 @@ def cached_index(dataset: BeirDataset, settings: Settings, *, shards: int = 1) -
     try:
         manifest = IndexManifest.load(index_dir)
         for shard in range(manifest.shards):
-            LexicalShard(layout.lexical_dir(index_dir, shard))
+            read_lexical_manifest(layout.lexical_dir(index_dir, shard))
     except Exception:  # noqa: BLE001 - any unreadable or outdated cache is rebuilt
         logger.info("building the evaluation index of %s in %s", dataset.name, index_dir)
         # Frames and fold models cached beside an outdated index scored its candidates:
