@@ -5,7 +5,9 @@ every hop, and the caller's ``hop_check`` (scope, robots) for same-origin hops. 
 redirect to another origin is not followed inline: it is returned as ``redirect_to``
 and the crawl loop puts the target in the frontier, where it waits for its own host's
 politeness slot and robots rules (Nutch does the same). That keeps "one request in
-flight per host" true even for redirects.
+flight per host" true even for redirects. robots.txt is the exception RFC 9309 makes
+(its redirects are followed across authorities): a hop to another host waits for that
+host's slot through the caller's ``host_gate``.
 
 For plain HTTP the request goes to the IP address the guard approved, with the
 ``Host`` header set, so a DNS answer cannot change between the check and the connect
@@ -40,7 +42,7 @@ from crawl.decoding import ACCEPT_ENCODING, BodyDecoder, DecodedTooLarge, Decodi
 from crawl.guard import AddressGuard
 from crawl.origin_pools import PerOriginTransport
 from crawl.pinning import pinned, pinned_transport
-from crawl.urls import canonicalize_url, origin_of
+from crawl.urls import canonicalize_url, host_of, origin_of
 
 logger = logging.getLogger(__name__)
 
@@ -173,6 +175,7 @@ class Fetcher:
         last_modified: str = "",
         hop_check: HopCheck | None = None,
         follow_cross_origin: bool = False,
+        host_gate: HopCheck | None = None,
         max_bytes: int | None = None,
         redirects_so_far: int = 0,
         hop_delay_s: float = 0.0,
@@ -182,6 +185,8 @@ class Fetcher:
 
         ``follow_cross_origin`` is for robots.txt and sitemaps, which RFC 9309 says to
         follow across authorities; pages leave cross-origin hops to the frontier.
+        ``host_gate`` is awaited before such a hop lands on another host: it holds that
+        host's politeness slot (``crawl.host_slots``) or raises.
         ``hop_delay_s`` is waited before each redirect hop: a hop is one more request to
         the same host, and politeness applies to it too. ``truncate`` keeps the first
         ``max_bytes`` of a longer body instead of raising ``TooLarge`` (robots.txt).
@@ -228,6 +233,8 @@ class Fetcher:
                             redirects=hops,
                             elapsed_s=time.monotonic() - started,
                         )
+                    if host_gate is not None and host_of(target) != host_of(current):
+                        await host_gate(target)
                     if hop_check is not None:
                         await hop_check(target)
                     if hop_delay_s > 0:

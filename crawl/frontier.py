@@ -181,6 +181,8 @@ class Frontier:
         self._errors: dict[str, int] = {}
         self._busy: set[str] = set()
         self._in_flight: dict[str, Lease] = {}
+        self._borrowed: set[str] = set()
+        """Hosts lent for a request that is none of their URLs (``borrow_host``)."""
         self._admitted = db.admitted_pages_by_host()
         self._pages_done = db.count_finished_pages() if count_existing_pages else 0
         self._pages_in_flight = 0
@@ -313,7 +315,7 @@ class Frontier:
                     continue
                 break
             if not self._budget_left() or not self._ready:
-                if not self._in_flight:
+                if not self._in_flight and not self._borrowed:
                     return None
                 try:  # bounded, so expired leases are reaped even if nothing else happens
                     await asyncio.wait_for(wakeup.wait(), timeout=1.0)
@@ -434,6 +436,35 @@ class Frontier:
             return
         self._requeue(lease, lease.retries)
         self._release_host(lease.host, feedback)
+
+    async def borrow_host(self, host: str, *, wait_s: float) -> bool:
+        """Take a host's politeness slot for a request that is none of its URLs; False after ``wait_s``.
+
+        A robots.txt redirect to another host is such a request (``crawl.host_slots``): it
+        waits, like a lease, until no URL of the host is out and its next allowed time
+        has come, and holds the host until ``return_host``.
+        """
+        deadline = time.monotonic() + wait_s
+        while True:
+            wakeup = self._wakeup
+            now = time.time()
+            ready_at = now + 1.0 if host in self._busy else self._next_allowed.get(host, 0.0)
+            if ready_at <= now:
+                self._busy.add(host)
+                self._borrowed.add(host)
+                return True
+            left = deadline - time.monotonic()
+            if left <= 0:
+                return False
+            try:  # a release notifies; a next allowed time passes by itself
+                await asyncio.wait_for(wakeup.wait(), timeout=min(left, ready_at - now))
+            except TimeoutError:
+                pass
+
+    def return_host(self, host: str, feedback: Feedback) -> None:
+        """Release a host taken with ``borrow_host``; its next allowed time follows ``feedback``."""
+        self._borrowed.discard(host)
+        self._release_host(host, feedback)
 
     # -- persistence ---------------------------------------------------------
 

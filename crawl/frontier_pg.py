@@ -71,6 +71,8 @@ _FINISHED = (UrlStatus.DONE, UrlStatus.FAILED)
 _URLS_PER_HOST = 4
 """URLs leased with a host in one round. On the crawl bench one URL per host meant ~900 rounds
 for 5,000 pages, each ~1.3 ms of the pump's CPU plus PostgreSQL's, on the cores that fetch."""
+_BORROW_POLL_S = 0.1
+"""How often ``borrow_host`` asks the database again for a busy host."""
 _KEEP_HOST_DELAY_S = 5.0
 """A host whose next allowed time is further off than this goes back to the fleet (with its
 queued URLs) instead of waiting here, idle and leased (the heartbeat renews a kept host's
@@ -125,6 +127,8 @@ class PgFrontier:
         """host → its further URLs leased in the same round, best first (out one at a time)."""
         self._kept: dict[str, float] = {}
         """Hosts kept for their next queued URL → their next allowed time, not come yet."""
+        self._borrowed: set[str] = set()
+        """Hosts leased for a request that is none of their URLs (``borrow_host``)."""
         self._pump: asyncio.Future[None] | None = None
         self._starved = False
         """The last round leased nothing: the next inserts the new URLs at once."""
@@ -446,8 +450,8 @@ class PgFrontier:
         return rows, idle, renewed
 
     def _held_hosts(self) -> list[str]:
-        """Hosts this worker holds: those of its URLs out or queued, and those it keeps."""
-        return sorted({lease.host for lease in self._in_flight.values()} | set(self._kept))
+        """Hosts this worker holds: those of its URLs out or queued, those it keeps, those it borrowed."""
+        return sorted({lease.host for lease in self._in_flight.values()} | set(self._kept) | self._borrowed)
 
     def _write_now(self) -> None:
         """Write waiting requeues and releases synchronously (the pump is gone or the caller is sync)."""
@@ -578,6 +582,51 @@ class PgFrontier:
             return
         self._requeues.append((lease.url, lease.retries, None))
         self._release_host(lease.host, feedback)
+
+    async def borrow_host(self, host: str, *, wait_s: float) -> bool:
+        """Lease a host for a request that is none of its URLs; False after ``wait_s``.
+
+        As ``Frontier.borrow_host``, with the fleet: the host's row is leased in the
+        database (nobody holds it, its next allowed time has come), so no worker asks it
+        meanwhile; ``return_host`` releases it through the next round. Busy here means
+        one of this worker's URLs of the host is out or kept, or its release is not
+        written yet; elsewhere, another worker's lease. Asked again every
+        ``_BORROW_POLL_S``: a robots.txt redirect to another host is rare.
+        """
+        deadline = time.monotonic() + wait_s
+        while True:
+            if host not in self._releases and host not in self._held_hosts():
+                now = time.time()
+                until = now + self._lease_s
+                task = asyncio.ensure_future(
+                    asyncio.to_thread(self._db.borrow_host, self.worker_id, host, now=now, until=until)
+                )
+                try:
+                    got = await asyncio.shield(task)
+                except asyncio.CancelledError:
+                    task.add_done_callback(lambda done: self._give_back_borrowed(host, done))
+                    raise
+                if got is not None:
+                    self._host_state[host] = got
+                    self._borrowed.add(host)
+                    return True
+            left = deadline - time.monotonic()
+            if left <= 0:
+                return False
+            await asyncio.sleep(min(left, _BORROW_POLL_S))
+
+    def _give_back_borrowed(self, host: str, done: asyncio.Future[tuple[float, int] | None]) -> None:
+        """The borrower was cancelled while the database leased the host to it: release it unchanged."""
+        if done.cancelled() or done.exception() is not None or done.result() is None:
+            return
+        backoff, errors = done.result()  # type: ignore[misc]
+        self._releases[host] = HostState(host, 0.0, backoff, errors)
+        self._start_pump()
+
+    def return_host(self, host: str, feedback: Feedback) -> None:
+        """Release a host taken with ``borrow_host``; its next allowed time follows ``feedback``."""
+        self._borrowed.discard(host)
+        self._release_host(host, feedback)
 
     @property
     def uncommitted(self) -> int:

@@ -53,6 +53,7 @@ from crawl.extract import ParsedPage
 from crawl.fetcher import FetchResult, HopCheck
 from crawl.frontier import Batch, Feedback, Lease
 from crawl.guard import Resolver, system_resolver
+from crawl.host_slots import HostSlots
 from crawl.parsing import PageJob, ParseTimeout
 from crawl.parts import CrawlerParts
 from crawl.recrawl import next_interval
@@ -378,13 +379,33 @@ class _CrawlRun:
     # -- one URL -------------------------------------------------------------
 
     async def _fetch_robots(self, url: str) -> tuple[int, bytes]:
-        # RFC 9309 §2.5: parse the first 500 KiB; a longer file is cut, not refused.
-        result = await self._fetcher.fetch(
-            url, follow_cross_origin=True, max_bytes=MAX_ROBOTS_BYTES, truncate=True
+        # RFC 9309 §2.5: parse the first 500 KiB; a longer file is cut, not refused. Its
+        # redirects are followed across hosts, each other host in its own slot (host_slots).
+        slots = HostSlots(
+            self._frontier,
+            host_of(url),
+            wait_s=self.settings.fetch_timeout_s,
+            crawl_delay=self._known_crawl_delay,
         )
+        try:
+            result = await self._fetcher.fetch(
+                url,
+                follow_cross_origin=True,
+                host_gate=slots.enter,
+                hop_delay_s=self.settings.min_delay_s,
+                max_bytes=MAX_ROBOTS_BYTES,
+                truncate=True,
+            )
+        finally:
+            slots.release()
         self._record_exchange(result)
         self.stats.robots_fetches += 1
         return result.status, result.body
+
+    def _known_crawl_delay(self, url: str) -> float:
+        """The Crawl-delay of ``url``'s origin if its robots.txt is known already, else 0."""
+        policy = self._robots.cached(origin_of(url))
+        return policy.crawl_delay(self._robots.agent) if policy is not None else 0.0
 
     def _record_exchange(self, result: FetchResult) -> None:
         self.stats.fetches += 1

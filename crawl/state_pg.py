@@ -668,6 +668,25 @@ class PgCrawlDb:
         return {r["url"] for r in rows}
 
     @_retry_on_conflict
+    def borrow_host(self, owner: str, host: str, *, now: float, until: float) -> tuple[float, int] | None:
+        """Lease ``host`` to ``owner`` without a URL if no one holds it and its time has come.
+
+        Returns the host's ``(backoff_s, errors)`` when leased, None when it is busy. For a
+        request that is none of the host's URLs (a robots.txt redirect from another host):
+        the release goes through the normal round (``exchange``), with the next allowed time.
+        The row is created for a host the frontier has never seen.
+        """
+        with self._lock, self._conn.transaction():
+            self._conn.execute("INSERT INTO hosts(host) VALUES (%s) ON CONFLICT (host) DO NOTHING", (host,))
+            row = self._conn.execute(
+                "UPDATE hosts SET lease_owner = %(owner)s, lease_until = %(until)s "
+                "WHERE host = %(host)s AND next_allowed <= %(now)s AND lease_until < %(now)s "
+                "RETURNING backoff_s, errors",
+                {"owner": owner, "until": until, "host": host, "now": now},
+            ).fetchone()
+        return (float(row["backoff_s"]), int(row["errors"])) if row else None
+
+    @_retry_on_conflict
     def reap_expired(self, now: float, *, max_retries: int | None = None) -> list[str]:
         """Return URLs whose lease ran out to pending (one more attempt) and free expired hosts.
 

@@ -195,3 +195,90 @@ def test_seen_filter_is_rebuilt_from_the_table(db: CrawlDb) -> None:
     assert not seen.add_if_new("http://a/7")
     assert seen.add_if_new("http://a/new")
     assert not seen.add_if_new("http://a/new")
+
+
+def test_a_borrowed_host_waits_like_a_lease_and_holds_the_host(db: CrawlDb) -> None:
+    """``borrow_host`` (a robots.txt redirect's request to another host) waits until the
+    host's URL is back and its delay passed, and no URL of it is leased while it is held."""
+
+    async def scenario() -> tuple[float, bool, float]:
+        frontier = _frontier(db)
+        _add(frontier, "http://a/1")
+        first = await frontier.lease()
+        assert first is not None
+        borrower = asyncio.ensure_future(frontier.borrow_host("a", wait_s=5.0))
+        await asyncio.sleep(0.1)
+        assert not borrower.done()  # a/1 is out
+        frontier.finish(first, _done(first), Feedback(response_s=0.01))
+        finished_at = time.monotonic()
+        lent = await borrower
+        lent_after = time.monotonic() - finished_at
+        _add(frontier, "http://a/2")
+        waiter = asyncio.ensure_future(frontier.lease())
+        await asyncio.sleep(0.4)
+        held = not waiter.done()
+        frontier.return_host("a", Feedback(response_s=0.01))
+        returned_at = time.monotonic()
+        second = await asyncio.wait_for(waiter, timeout=5)
+        assert second is not None and second.url == "http://a/2"
+        leased_after = time.monotonic() - returned_at
+        frontier.finish(second, _done(second), Feedback())
+        assert lent
+        return lent_after, held, leased_after
+
+    lent_after, held, leased_after = asyncio.run(scenario())
+    assert lent_after >= 0.19  # min_delay after a/1's answer
+    assert held  # a/2 waited while the host was lent
+    assert leased_after >= 0.19  # and min_delay after the borrowed request
+
+
+def test_a_host_that_stays_busy_is_not_lent(db: CrawlDb) -> None:
+    async def scenario() -> tuple[bool, float, bool]:
+        frontier = _frontier(db)
+        _add(frontier, "http://a/1")
+        lease = await frontier.lease()
+        assert lease is not None
+        started = time.monotonic()
+        lent = await frontier.borrow_host("a", wait_s=0.3)
+        waited = time.monotonic() - started
+        other = await frontier.borrow_host("never-seen.test", wait_s=0.3)  # a host with no URL
+        frontier.return_host("never-seen.test", Feedback())
+        frontier.finish(lease, _done(lease), Feedback())
+        return lent, waited, other
+
+    lent, waited, other = asyncio.run(scenario())
+    assert not lent and 0.28 <= waited < 1.0
+    assert other
+
+
+def test_a_host_borrowed_by_one_worker_is_not_leased_by_another(pg_dsn: str) -> None:
+    """On the fleet the borrow is a lease of the host's row: another worker waits for it."""
+
+    async def scenario() -> tuple[bool, bool, bool, float]:
+        first_db, second_db = PgCrawlDb(pg_dsn), PgCrawlDb(pg_dsn)
+        one = PgFrontier(first_db, SeenUrls(first_db, capacity=100), worker_id="one", min_delay_s=0.2,
+                         response_time_factor=0.0)  # fmt: skip
+        two = PgFrontier(second_db, SeenUrls(second_db, capacity=100), worker_id="two", min_delay_s=0.2,
+                         response_time_factor=0.0)  # fmt: skip
+        two.add(NewUrl("http://b/1", "b", 1, 0.5))
+        two.commit()
+        lent = await one.borrow_host("b", wait_s=2.0)
+        waiter = asyncio.ensure_future(two.lease())
+        await asyncio.sleep(0.6)
+        held = not waiter.done()
+        refused = not await two.borrow_host("b", wait_s=0.2)
+        one.return_host("b", Feedback(response_s=0.01))
+        returned_at = time.monotonic()
+        lease = await asyncio.wait_for(waiter, timeout=5)
+        assert lease is not None and lease.url == "http://b/1"
+        after = time.monotonic() - returned_at
+        two.finish(lease, _done(lease), Feedback())
+        two.commit()
+        one.commit()
+        first_db.close()
+        second_db.close()
+        return lent, held, refused, after
+
+    lent, held, refused, after = asyncio.run(scenario())
+    assert lent and held and refused
+    assert after >= 0.19  # the release carried the borrowed request's delay
