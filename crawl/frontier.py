@@ -33,6 +33,7 @@ from dataclasses import dataclass
 from typing import Any, NamedTuple, Self
 
 from core.settings import CrawlSettings
+from crawl.recrawl import due_since
 from crawl.seen import SeenUrls
 from crawl.state import CrawlDb, HostState, NewUrl, Outcome, UrlKind, UrlStatus, UrlUpdate
 
@@ -77,6 +78,8 @@ class Lease:
     fetch_count: int = 0
     has_history: bool = False
     expires_at: float = 0.0
+    due_at: float = 0.0
+    """When this refetch of a fetched page came due (``crawl.recrawl.due_since``); 0 for a first fetch."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -351,6 +354,9 @@ class Frontier:
             previous_hash=state["content_hash"] if state else "",
             interval_s=state["interval_s"] if state else 0.0,
             fetch_count=state["fetch_count"] if state else 0,
+            due_at=due_since(state["next_fetch"], state["lastmod"], state["last_fetch"])
+            if state and state["fetch_count"]
+            else 0.0,
             has_history=item.has_history,
             expires_at=expires_at,
         )

@@ -51,6 +51,7 @@ from typing import Self
 
 from core.settings import CrawlSettings
 from crawl.frontier import Batch, Feedback, Lease, Politeness, _blocked, frontier_options
+from crawl.recrawl import due_since
 from crawl.seen import SeenUrls
 from crawl.state import HostState, NewUrl, UrlKind, UrlStatus, UrlUpdate
 from crawl.state_pg import PgCrawlDb, wait_hint
@@ -522,6 +523,9 @@ class PgFrontier:
             fetch_count=int(row["fetch_count"]),  # type: ignore[call-overload]
             has_history=bool(row["has_history"]),
             expires_at=expires_at,
+            due_at=due_since(row["next_fetch"], row["lastmod"], row["last_fetch"])  # type: ignore[arg-type]
+            if row["fetch_count"]
+            else 0.0,
         )
         self._host_state[host] = (float(row["backoff_s"]), int(row["errors"]))  # type: ignore[arg-type, call-overload]
         self._in_flight[lease.url] = lease

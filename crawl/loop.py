@@ -581,6 +581,8 @@ class _CrawlRun:
             )
             return
         self._record_exchange(result)
+        if lease.due_at and self.observer is not None:
+            self.observer.recrawled((result.fetched_at or time.time()) - lease.due_at)
         feedback = Feedback(response_s=result.elapsed_s, crawl_delay_s=crawl_delay)
         self._finish(lease, await self._handle_response(lease, result), self._feedback_for(result, feedback))
 

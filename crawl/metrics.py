@@ -16,6 +16,9 @@ are the numbers the crawl's summary prints, and the crawl loop pays nothing per 
   ``max_hosts`` first hosts by name; the rest under ``host="other"``, so a crawl of
   millions of hosts does not make millions of series).
 * ``trawl_crawl_discovered_total``: URLs the crawl found that the frontier did not know.
+* ``trawl_crawl_recrawl_lag_seconds``: a histogram of how late each refetch of a known
+  page came, from when it was due (its next-fetch time, or its sitemap's newer
+  ``<lastmod>``) to the request: a recrawl falling behind shows as a growing lag.
 
 The latency and discovery figures come from the loop's per-fetch hook (``FetchObserver``,
 passed to ``Crawler(observer=...)``): a few integer increments per exchange.
@@ -37,6 +40,8 @@ from crawl.stats import CrawlStats
 __all__ = ["CrawlMetrics", "FetchObserver", "fetch_outcome_class", "serve_metrics"]
 
 LATENCY_BUCKETS_S = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0)
+LAG_BUCKETS_S = (60.0, 600.0, 3600.0, 6 * 3600.0, 86_400.0, 3 * 86_400.0, 7 * 86_400.0, 30 * 86_400.0)
+"""Recrawl lag: a minute to a month (recrawl intervals run from an hour to 30 days by default)."""
 
 
 class FetchObserver:
@@ -48,6 +53,8 @@ class FetchObserver:
         self._buckets: dict[str, list[int]] = {}
         self._sums: dict[str, float] = {}
         self.discovered = 0
+        self._lag_counts = [0] * (len(LAG_BUCKETS_S) + 1)
+        self._lag_sum = 0.0
 
     def fetched(self, host: str, seconds: float) -> None:
         """One HTTP exchange with ``host`` took ``seconds`` (robots.txt and sitemaps included)."""
@@ -61,6 +68,18 @@ class FetchObserver:
             counts[bisect.bisect_left(LATENCY_BUCKETS_S, seconds)] += 1
             self._sums[host] += seconds
 
+    def recrawled(self, lag_s: float) -> None:
+        """A known page was asked again ``lag_s`` seconds after its refetch came due."""
+        lag_s = max(0.0, lag_s)
+        with self._lock:
+            self._lag_counts[bisect.bisect_left(LAG_BUCKETS_S, lag_s)] += 1
+            self._lag_sum += lag_s
+
+    def recrawl_lag(self) -> tuple[list[tuple[str, float]], float]:
+        """Cumulative ``(le, count)`` buckets of the recrawl lag and its sum of seconds."""
+        with self._lock:
+            return _cumulative(LAG_BUCKETS_S, self._lag_counts), self._lag_sum
+
     def found(self, n: int = 1) -> None:
         """``n`` URLs new to the frontier were queued."""
         self.discovered += n
@@ -70,13 +89,18 @@ class FetchObserver:
         out = []
         with self._lock:
             for host, counts in sorted(self._buckets.items()):
-                running = 0
-                buckets: list[tuple[str, float]] = []
-                for bound, n in zip((*LATENCY_BUCKETS_S, float("inf")), counts, strict=True):
-                    running += n
-                    buckets.append(("+Inf" if bound == float("inf") else str(bound), running))
-                out.append((host, buckets, self._sums[host]))
+                out.append((host, _cumulative(LATENCY_BUCKETS_S, counts), self._sums[host]))
         return out
+
+
+def _cumulative(bounds: tuple[float, ...], counts: list[int]) -> list[tuple[str, float]]:
+    """Per-bucket counts as Prometheus's cumulative ``(le, count)`` pairs, ``+Inf`` last."""
+    running = 0
+    buckets: list[tuple[str, float]] = []
+    for bound, n in zip((*bounds, float("inf")), counts, strict=True):
+        running += n
+        buckets.append(("+Inf" if bound == float("inf") else str(bound), running))
+    return buckets
 
 
 def fetch_outcome_class(outcome_key: str) -> str:
@@ -163,6 +187,13 @@ class CrawlMetrics(Collector):
                 "URLs found that the frontier did not know.",
                 value=self.observer.discovered,
             )
+            lag = HistogramMetricFamily(
+                "trawl_crawl_recrawl_lag_seconds",
+                "How late refetches of known pages came, from when they were due.",
+            )
+            buckets, total = self.observer.recrawl_lag()
+            lag.add_metric([], buckets, total)
+            yield lag
 
 
 def serve_metrics(metrics: CrawlMetrics, port: int, *, addr: str = "127.0.0.1") -> Any:

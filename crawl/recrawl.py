@@ -10,7 +10,24 @@ does not count as a change.
 
 from __future__ import annotations
 
-__all__ = ["next_interval"]
+__all__ = ["due_since", "next_interval"]
+
+
+def due_since(next_fetch: float | None, lastmod: float | None, last_fetch: float | None) -> float:
+    """When a fetched page's refetch came due: its next-fetch time, or its sitemap's newer
+    ``<lastmod>`` when that came first (the recrawl lag metric counts from here); 0 when unknown.
+
+    >>> due_since(1000.0, None, 500.0)
+    1000.0
+    >>> due_since(1000.0, 800.0, 500.0)
+    800.0
+    >>> due_since(None, None, None)
+    0.0
+    """
+    due = next_fetch or 0.0
+    if lastmod is not None and last_fetch is not None and lastmod > last_fetch:
+        due = min(due, lastmod) if due else lastmod
+    return float(due)
 
 
 def next_interval(previous_s: float, *, changed: bool, initial_s: float, min_s: float, max_s: float) -> float:

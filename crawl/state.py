@@ -438,9 +438,10 @@ class CrawlDb:
         )
 
     def fetch_state(self, url: str) -> sqlite3.Row | None:
-        """What a recrawl needs: validators, previous hash and interval."""
+        """What a recrawl needs: validators, previous hash, interval, and when it came due."""
         row: sqlite3.Row | None = self._conn.execute(
-            "SELECT etag, last_modified, content_hash, interval_s, fetch_count FROM urls WHERE url = ?",
+            "SELECT etag, last_modified, content_hash, interval_s, fetch_count, "
+            "next_fetch, lastmod, last_fetch FROM urls WHERE url = ?",
             (url,),
         ).fetchone()
         return row

@@ -244,6 +244,7 @@ FROM u JOIN h ON h.host = u.host
 WHERE urls.url = u.url
 RETURNING urls.url, urls.host, urls.depth, urls.priority, urls.kind, urls.retries, urls.redirects,
     urls.etag, urls.last_modified, urls.content_hash, urls.interval_s, urls.fetch_count, urls.next_fetch,
+    urls.lastmod, urls.last_fetch,
     urls.fetch_count > 0 AS has_history, h.backoff_s, h.errors, h.next_allowed AS host_ready_at,
     h.seq AS host_seq, urls.id AS url_seq
 """

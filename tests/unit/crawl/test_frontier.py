@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import time
+from dataclasses import replace
 from collections.abc import Callable
 from typing import Any
 
@@ -282,3 +283,29 @@ def test_a_host_borrowed_by_one_worker_is_not_leased_by_another(pg_dsn: str) -> 
     lent, held, refused, after = asyncio.run(scenario())
     assert lent and held and refused
     assert after >= 0.19  # the release carried the borrowed request's delay
+
+
+def test_a_refetch_lease_says_when_the_page_came_due(db: CrawlDb) -> None:
+    """``Lease.due_at`` (the recrawl lag metric) is the stored next-fetch time; 0 on a first fetch."""
+    due = time.time() - 100.0
+
+    async def first_fetch() -> float:
+        frontier = _frontier(db, min_delay_s=0.0)
+        _add(frontier, "http://a/1")
+        lease = await frontier.lease()
+        assert lease is not None
+        frontier.finish(lease, replace(_done(lease), next_fetch=due, interval_s=3600.0), Feedback())
+        frontier.commit()
+        return lease.due_at
+
+    async def refetch() -> float:
+        frontier = _frontier(db, min_delay_s=0.0)
+        lease = await frontier.lease()
+        assert lease is not None and lease.url == "http://a/1" and lease.fetch_count == 1
+        frontier.finish(lease, _done(lease), Feedback())
+        frontier.commit()
+        return lease.due_at
+
+    assert asyncio.run(first_fetch()) == 0.0
+    assert db.schedule_recrawl(time.time()) == 1
+    assert asyncio.run(refetch()) == pytest.approx(due)
