@@ -313,7 +313,11 @@ class Embedder:
         if self._torch_model is None:
             configure_threads(self._threads)
             from sentence_transformers import SentenceTransformer
+            from transformers.utils import logging as transformers_logging
 
+            # Its "Loading weights" bar (transformers 5) went to the terminal on every load,
+            # twice through the demo's progress display; the load takes well under a second.
+            transformers_logging.disable_progress_bar()
             try:
                 model = SentenceTransformer(str(self.model_path), device="cpu", local_files_only=True)
             except Exception as exc:  # noqa: BLE001 - any loader failure is a model problem
