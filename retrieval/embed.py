@@ -317,7 +317,7 @@ class Embedder:
 
             # Its "Loading weights" bar (transformers 5) went to the terminal on every load,
             # twice through the demo's progress display; the load takes well under a second.
-            transformers_logging.disable_progress_bar()
+            transformers_logging.disable_progress_bar()  # type: ignore[no-untyped-call]
             try:
                 model = SentenceTransformer(str(self.model_path), device="cpu", local_files_only=True)
             except Exception as exc:  # noqa: BLE001 - any loader failure is a model problem
