@@ -1,6 +1,9 @@
 from __future__ import annotations
 
-from retrieval.snippets import make_snippet
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from retrieval.snippets import SnippetMatcher, _best_window, _Match, _shortest_prefixes, make_snippet
 
 
 def test_page_markup_is_escaped_and_matches_marked() -> None:
@@ -27,3 +30,40 @@ def test_no_match_gives_escaped_start() -> None:
 def test_stem_that_is_not_a_prefix_still_matches() -> None:
     # "happy" stems to "happi": found through the surface word.
     assert make_snippet("so happy today", {"happi"}, ["happy"]) == "so <mark>happy</mark> today"
+
+
+def test_a_prefix_another_one_starts_is_not_searched_again() -> None:
+    # "flow" finds every word "flows" would; "happy" stays (its stem "happi" is not its prefix).
+    assert _shortest_prefixes({"flow", "flows", "flowing", "wing", "happi", "happy"}) == (
+        "flow",
+        "happi",
+        "happy",
+        "wing",
+    )
+    matcher = SnippetMatcher({"flow"}, ["flows", "flowing"])
+    assert [m.stem for m in matcher.matches("Flows flowing; overflow flow.")] == ["flow", "flow", "flow"]
+
+
+def _brute_force_window(matches: list[_Match], width: int) -> int:
+    """The window rule spelled out: every match as a start, its window's distinct stems and matches."""
+    best_start, best_key = 0, (-1, -1)
+    for left, first in enumerate(matches):
+        inside = [m for m in matches[left:] if m.end - first.start <= width]
+        key = (len({m.stem for m in inside}), len(inside))
+        if key > best_key:
+            best_start, best_key = first.start, key
+    return best_start
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    st.lists(st.tuples(st.integers(0, 40), st.integers(1, 12), st.sampled_from("abcd")), max_size=40),
+    st.integers(5, 120),
+)
+def test_the_one_pass_window_picks_what_the_rule_says(spans: list[tuple[int, int, str]], width: int) -> None:
+    matches, at = [], 0
+    for gap, length, stem in spans:  # ordered, non-overlapping, like a page's matches
+        start = at + gap
+        matches.append(_Match(start, start + length, stem))
+        at = start + length
+    assert _best_window(matches, width) == _brute_force_window(matches, width)
