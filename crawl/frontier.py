@@ -186,6 +186,9 @@ class Frontier:
         self._in_flight: dict[str, Lease] = {}
         self._borrowed: set[str] = set()
         """Hosts lent for a request that is none of their URLs (``borrow_host``)."""
+        self._wanted: dict[str, int] = {}
+        """Host → ``borrow_host`` calls waiting for it: not leased meanwhile, or a busy host's
+        own URLs would take every turn and the borrower would never get it."""
         self._admitted = db.admitted_pages_by_host()
         self._pages_done = db.count_finished_pages() if count_existing_pages else 0
         self._pages_in_flight = 0
@@ -239,7 +242,12 @@ class Frontier:
         self._schedule(host)
 
     def _schedule(self, host: str) -> None:
-        if host in self._busy or host in self._scheduled or not self._queues.get(host):
+        if (
+            host in self._busy
+            or host in self._wanted
+            or host in self._scheduled
+            or not self._queues.get(host)
+        ):
             return
         at = self._next_allowed.get(host, 0.0)
         self._scheduled[host] = at
@@ -311,14 +319,19 @@ class Frontier:
             now = time.time()
             while self._ready:
                 at, host = self._ready[0]
-                if self._scheduled.get(host) != at or host in self._busy or not self._queues.get(host):
+                if (
+                    self._scheduled.get(host) != at
+                    or host in self._busy
+                    or host in self._wanted
+                    or not self._queues.get(host)
+                ):
                     heapq.heappop(self._ready)
                     if self._scheduled.get(host) == at:
                         del self._scheduled[host]
                     continue
                 break
             if not self._budget_left() or not self._ready:
-                if not self._in_flight and not self._borrowed:
+                if not (self._in_flight or self._borrowed or self._wanted):
                     return None
                 try:  # bounded, so expired leases are reaped even if nothing else happens
                     await asyncio.wait_for(wakeup.wait(), timeout=1.0)
@@ -448,24 +461,33 @@ class Frontier:
 
         A robots.txt redirect to another host is such a request (``crawl.host_slots``): it
         waits, like a lease, until no URL of the host is out and its next allowed time
-        has come, and holds the host until ``return_host``.
+        has come, and holds the host until ``return_host``. Meanwhile none of the host's
+        own URLs is leased, so a busy host is lent at its next turn.
         """
         deadline = time.monotonic() + wait_s
-        while True:
-            wakeup = self._wakeup
-            now = time.time()
-            ready_at = now + 1.0 if host in self._busy else self._next_allowed.get(host, 0.0)
-            if ready_at <= now:
-                self._busy.add(host)
-                self._borrowed.add(host)
-                return True
-            left = deadline - time.monotonic()
-            if left <= 0:
-                return False
-            try:  # a release notifies; a next allowed time passes by itself
-                await asyncio.wait_for(wakeup.wait(), timeout=min(left, ready_at - now))
-            except TimeoutError:
-                pass
+        self._wanted[host] = self._wanted.get(host, 0) + 1
+        try:
+            while True:
+                wakeup = self._wakeup
+                now = time.time()
+                ready_at = now + 1.0 if host in self._busy else self._next_allowed.get(host, 0.0)
+                if ready_at <= now:
+                    self._busy.add(host)
+                    self._borrowed.add(host)
+                    return True
+                left = deadline - time.monotonic()
+                if left <= 0:
+                    return False
+                try:  # a release notifies; a next allowed time passes by itself
+                    await asyncio.wait_for(wakeup.wait(), timeout=min(left, ready_at - now))
+                except TimeoutError:
+                    pass
+        finally:
+            if self._wanted[host] == 1:
+                del self._wanted[host]
+                self._schedule(host)  # its URLs may be leased again (a no-op while it is lent)
+            else:
+                self._wanted[host] -= 1
 
     def return_host(self, host: str, feedback: Feedback) -> None:
         """Release a host taken with ``borrow_host``; its next allowed time follows ``feedback``."""

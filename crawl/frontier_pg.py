@@ -130,6 +130,9 @@ class PgFrontier:
         """Hosts kept for their next queued URL → their next allowed time, not come yet."""
         self._borrowed: set[str] = set()
         """Hosts leased for a request that is none of their URLs (``borrow_host``)."""
+        self._wanted: dict[str, int] = {}
+        """Host → ``borrow_host`` calls waiting for it: this worker's rounds do not lease it,
+        and it does not keep it for its next URL, or the borrower would never get it."""
         self._pump: asyncio.Future[None] | None = None
         self._starved = False
         """The last round leased nothing: the next inserts the new URLs at once."""
@@ -389,6 +392,7 @@ class PgFrontier:
                 counters=self._counters() if beat else None,
                 renew=[*self._unacknowledged, *self._in_flight] if beat else [],
                 renew_hosts=self._held_hosts() if beat else [],
+                skip_hosts=list(self._wanted),
             )
         except BaseException:
             self._unwritten[:0] = inserts
@@ -425,6 +429,7 @@ class PgFrontier:
         counters: dict[str, int] | None,
         renew: list[str],
         renew_hosts: list[str],
+        skip_hosts: list[str],
     ) -> tuple[list[dict[str, object]], tuple[bool, bool, float | None] | None, set[str]]:
         db = self._db
         renewed: set[str] = set()
@@ -446,6 +451,7 @@ class PgFrontier:
             inserts=inserts,
             per_host=per_host,
             budget=self._fleet_budget,
+            skip_hosts=skip_hosts,
         )
         idle = db.idle(self.worker_id) if want and len(rows) < want else None
         return rows, idle, renewed
@@ -491,6 +497,8 @@ class PgFrontier:
         next_allowed = self._kept.pop(host, None)
         if next_allowed is None:
             return  # given back meanwhile (the worker stopped)
+        if host in self._wanted:  # a borrower waits for it: its queued URLs go back with it
+            self._give_back_queued(host)
         queued = self._queued.pop(host, deque())
         while queued and self._in_flight.get(queued[0].url) is not queued[0]:
             queued.popleft()  # expired meanwhile
@@ -553,7 +561,7 @@ class PgFrontier:
         if feedback.error:
             errors += 1
         if self._queued.get(host):
-            if not (feedback.error or self._stopping or delay > _KEEP_HOST_DELAY_S):
+            if not (feedback.error or self._stopping or delay > _KEEP_HOST_DELAY_S or host in self._wanted):
                 self._host_state[host] = (backoff, errors)
                 self._kept[host] = time.time() + delay
                 asyncio.get_running_loop().call_later(delay, self._next_of, host)
@@ -595,9 +603,21 @@ class PgFrontier:
         meanwhile; ``return_host`` releases it through the next round. Busy here means
         one of this worker's URLs of the host is out or kept, or its release is not
         written yet; elsewhere, another worker's lease. Asked again every
-        ``_BORROW_POLL_S``: a robots.txt redirect to another host is rare.
+        ``_BORROW_POLL_S``: a robots.txt redirect to another host is rare. Meanwhile this
+        worker's rounds do not lease the host and it is not kept for its next URL, so this
+        worker's own fetches of a busy host do not take every turn (another worker's may
+        win a turn, as any lease may).
         """
-        deadline = time.monotonic() + wait_s
+        self._wanted[host] = self._wanted.get(host, 0) + 1
+        try:
+            return await self._borrow(host, time.monotonic() + wait_s)
+        finally:
+            if self._wanted[host] == 1:
+                del self._wanted[host]
+            else:
+                self._wanted[host] -= 1
+
+    async def _borrow(self, host: str, deadline: float) -> bool:
         while True:
             if host not in self._releases and host not in self._held_hosts():
                 now = time.time()

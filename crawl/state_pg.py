@@ -223,6 +223,7 @@ _LEASE = """
 WITH h AS (
     SELECT h.host, h.backoff_s, h.errors, h.next_allowed, h.seq FROM hosts h
     WHERE h.next_allowed <= %(now)s AND h.lease_until < %(now)s
+      AND h.host <> ALL(%(skip)s::text[])
       AND (SELECT 1 FROM urls p WHERE p.host = h.host AND p.status = 'pending' LIMIT 1) IS NOT NULL
     ORDER BY h.next_allowed, h.seq LIMIT %(n)s
     FOR UPDATE SKIP LOCKED
@@ -555,9 +556,12 @@ class PgCrawlDb:
         inserts: Sequence[NewUrl] = (),
         per_host: int = 1,
         budget: int | None = None,
+        skip_hosts: Sequence[str] = (),
     ) -> list[dict[str, Any]]:
         """Insert new URLs, put URLs back to pending, release hosts, then lease up to ``n`` hosts
         with up to ``per_host`` URLs each: one pipelined round trip.
+
+        ``skip_hosts`` are not leased (``owner`` is waiting to borrow them, ``borrow_host``).
 
         With ``budget`` (the fleet's ``--max-pages``), the pages leased take shares of it
         under the budget row's lock, never more than are left; ``pages_left`` says how many
@@ -600,7 +604,14 @@ class PgCrawlDb:
                 )
             if n <= 0:
                 return []
-            params = {"owner": owner, "now": now, "until": until, "n": n, "per_host": max(1, per_host)}
+            params = {
+                "owner": owner,
+                "now": now,
+                "until": until,
+                "n": n,
+                "per_host": max(1, per_host),
+                "skip": sorted(skip_hosts),
+            }
             if budget is None:
                 rows = self._conn.execute(_LEASE, params | {"reserve": False}, prepare=False).fetchall()
             else:

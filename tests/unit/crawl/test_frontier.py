@@ -309,3 +309,38 @@ def test_a_refetch_lease_says_when_the_page_came_due(db: CrawlDb) -> None:
     assert asyncio.run(first_fetch()) == 0.0
     assert db.schedule_recrawl(time.time()) == 1
     assert asyncio.run(refetch()) == pytest.approx(due)
+
+
+def test_a_borrower_is_not_starved_by_the_hosts_own_urls(db: CrawlDb) -> None:
+    """While ``borrow_host`` waits for a host, the frontier leases none of its URLs (nor keeps
+    it for its next one): the borrower gets it when its URL out comes back."""
+
+    async def scenario() -> tuple[bool, float, int, int, int]:
+        frontier = _frontier(db)
+        for i in range(8):
+            _add(frontier, f"http://a/{i}")
+        fetched: list[str] = []
+
+        async def worker() -> None:
+            while (lease := await frontier.lease()) is not None:
+                fetched.append(lease.url)
+                await asyncio.sleep(0.05)
+                frontier.finish(lease, _done(lease), Feedback(response_s=0.05))
+
+        task = asyncio.ensure_future(worker())
+        await asyncio.sleep(0.1)  # a/0 is out
+        started = time.monotonic()
+        lent = await frontier.borrow_host("a", wait_s=3.0)
+        waited = time.monotonic() - started
+        during = len(fetched)
+        await asyncio.sleep(0.5)
+        while_lent = len(fetched)
+        frontier.return_host("a", Feedback())
+        await asyncio.wait_for(task, timeout=20)
+        frontier.commit()
+        return lent, waited, during, while_lent, len(fetched)
+
+    lent, waited, during, while_lent, total = asyncio.run(scenario())
+    assert lent and waited < 1.0, waited  # one URL's fetch and min_delay, not a race lost over and over
+    assert during == 1 and while_lent == 1  # nothing of the host was leased meanwhile
+    assert total == 8  # and its URLs were all fetched after the loan
