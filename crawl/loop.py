@@ -128,6 +128,15 @@ def _error_kind(exc: CrawlError) -> str:
     return type(exc).__name__
 
 
+class _KnownRobots(CrawlError):
+    """A robots.txt redirect reached a robots.txt whose answer is cached: the chain stops there."""
+
+    def __init__(self, url: str, status: int, body: bytes) -> None:
+        super().__init__(f"robots.txt at {url} is known")
+        self.status = status
+        self.body = body
+
+
 class Crawler:
     """One crawl over one data directory; ``run`` until done, stopped or out of budget.
 
@@ -392,15 +401,36 @@ class _CrawlRun:
                 url,
                 follow_cross_origin=True,
                 host_gate=slots.enter,
+                hop_check=self._known_robots_hop(origin_of(url)),
                 hop_delay_s=self.settings.min_delay_s,
                 max_bytes=MAX_ROBOTS_BYTES,
                 truncate=True,
             )
+        except _KnownRobots as known:
+            return known.status, known.body
         finally:
             slots.release()
         self._record_exchange(result)
         self.stats.robots_fetches += 1
+        final_origin = origin_of(result.final_url)
+        if final_origin != origin_of(url) and result.final_url == f"{final_origin}/robots.txt":
+            self._robots.learn(final_origin, result.status, result.body)
         return result.status, result.body
+
+    def _known_robots_hop(self, origin: str) -> HopCheck:
+        """A robots.txt redirect to another origin's robots.txt whose answer is known: that
+        answer is the first origin's too, without asking again (RFC 9309: the file the
+        redirects end at applies)."""
+
+        async def check(target: str) -> None:
+            target_origin = origin_of(target)
+            if target_origin == origin or target != f"{target_origin}/robots.txt":
+                return
+            policy = self._robots.cached(target_origin)
+            if policy is not None:
+                raise _KnownRobots(target, policy.status, policy.body.encode("utf-8"))
+
+        return check
 
     def _known_crawl_delay(self, url: str) -> float:
         """The Crawl-delay of ``url``'s origin if its robots.txt is known already, else 0."""

@@ -174,6 +174,18 @@ class RobotsCache:
             logger.debug("robots.txt of %s: %s (%s)", origin, policy.mode, status)
             return policy
 
+    def learn(self, origin: str, status: int, body: bytes) -> None:
+        """Keep ``origin``'s robots.txt answer seen on the way to another origin's (a redirect
+        chain that ended at it), unless a fresh policy is known already: no second request."""
+        if self.cached(origin) is not None:
+            return
+        policy = policy_from_response(
+            origin, status, body, now=time.time(), ttl_s=self._ttl_s, error_ttl_s=self._error_ttl_s
+        )
+        self._policies[origin] = policy
+        if self._store is not None:
+            self._store.save_robots(policy)
+
     async def is_allowed(self, url: str) -> bool:
         """True when robots.txt lets this crawler fetch the canonical URL."""
         return (await self.policy(origin_of(url))).can_fetch(url, self.agent)

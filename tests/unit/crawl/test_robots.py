@@ -84,3 +84,23 @@ def test_unreachable_robots_disallows() -> None:
     cache = RobotsCache(fetch, user_agent="TrawlBot", error_ttl_s=30)
     policy = asyncio.run(cache.policy("http://down.example"))
     assert policy.mode == "deny_all" and policy.status == 0
+
+
+def test_an_answer_seen_on_a_redirect_is_learned_once_and_kept(tmp_path: Path) -> None:
+    """``learn``: another origin's robots.txt met at the end of a redirect chain is that origin's
+    policy too (stored, so it is not asked again), but never replaces a fresh one."""
+    calls: list[str] = []
+
+    async def fetch(url: str) -> tuple[int, bytes]:
+        calls.append(url)
+        return 404, b""
+
+    db = CrawlDb(tmp_path / "f.sqlite")
+    cache = RobotsCache(fetch, user_agent="TrawlBot/0.1", ttl_s=3600, store=db)
+    cache.learn("https://www.a.com", 200, RULES)
+    cache.learn("https://www.a.com", 404, b"")  # a fresh policy is kept
+    assert not asyncio.run(cache.is_allowed("https://www.a.com/private/x"))
+    assert calls == []
+    again = RobotsCache(fetch, user_agent="TrawlBot/0.1", ttl_s=3600, store=db)
+    assert again.cached("https://www.a.com") is not None and again.cached("https://www.a.com").mode == "rules"  # type: ignore[union-attr]
+    db.close()
