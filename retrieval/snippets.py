@@ -39,7 +39,6 @@ class SnippetMatcher:
         prefixes = set(self.stems) | {w for w in folded if w not in ENGLISH_STOPWORDS and len(w) > 1}
         prefixes.discard("")
         self._prefixes = _shortest_prefixes(prefixes)
-        self._pattern: re.Pattern[str] | None = None  # compiled on first need (rare)
         self._seen: dict[str, str | None] = {}
 
     def _stem_if_match(self, word: str) -> str | None:
@@ -52,16 +51,13 @@ class SnippetMatcher:
         """Offsets where a word begins with a query prefix.
 
         ``str.find`` on the lower-cased text runs at memchr speed, far faster than a
-        case-insensitive regex alternation; the regex remains for texts whose
-        lower-casing changes their length (a few Unicode letters), where offsets
-        would not line up.
+        case-insensitive regex alternation. Offsets in the lower-cased text are the
+        text's own: the one character whose lower case is two (U+0130, ``İ``, to ``i̇``)
+        is lower-cased as ``i`` (the regex this replaced cost 3 ms on such a page).
         """
         low = scan.lower()
         if len(low) != len(scan):
-            if self._pattern is None:
-                alternation = "|".join(re.escape(p) for p in self._prefixes)
-                self._pattern = re.compile(r"\b(?:" + alternation + r")", re.IGNORECASE)
-            return [m.start() for m in self._pattern.finditer(scan)]
+            low = scan.replace("\u0130", "i").lower()
         starts: set[int] = set()
         for prefix in self._prefixes:
             i = low.find(prefix)

@@ -67,3 +67,11 @@ def test_the_one_pass_window_picks_what_the_rule_says(spans: list[tuple[int, int
         matches.append(_Match(start, start + length, stem))
         at = start + length
     assert _best_window(matches, width) == _brute_force_window(matches, width)
+
+
+def test_a_dotted_capital_i_keeps_the_offsets_in_line() -> None:
+    # "İ".lower() is two characters: the text after it must still be marked where it is.
+    text = "Dotted İstanbul, then the flows of Istanbul again."
+    assert make_snippet(text, {"istanbul", "flow"}, ["istanbul", "flows"]) == (
+        "Dotted <mark>İstanbul</mark>, then the <mark>flows</mark> of <mark>Istanbul</mark> again."
+    )
