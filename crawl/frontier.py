@@ -476,7 +476,7 @@ class Frontier:
                     self._borrowed.add(host)
                     return True
                 left = deadline - time.monotonic()
-                if left <= 0:
+                if left <= 0 or self._stopping:  # a stopping crawl does not wait
                     return False
                 try:  # a release notifies; a next allowed time passes by itself
                     await asyncio.wait_for(wakeup.wait(), timeout=min(left, ready_at - now))

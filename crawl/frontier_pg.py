@@ -635,7 +635,7 @@ class PgFrontier:
                     self._borrowed.add(host)
                     return True
             left = deadline - time.monotonic()
-            if left <= 0:
+            if left <= 0 or self._stopping:  # a stopping crawl does not wait
                 return False
             await asyncio.sleep(min(left, _BORROW_POLL_S))
 

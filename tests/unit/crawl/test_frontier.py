@@ -344,3 +344,21 @@ def test_a_borrower_is_not_starved_by_the_hosts_own_urls(db: CrawlDb) -> None:
     assert lent and waited < 1.0, waited  # one URL's fetch and min_delay, not a race lost over and over
     assert during == 1 and while_lent == 1  # nothing of the host was leased meanwhile
     assert total == 8  # and its URLs were all fetched after the loan
+
+
+def test_a_stopping_frontier_lends_nothing(db: CrawlDb) -> None:
+    async def scenario() -> tuple[bool, float]:
+        frontier = _frontier(db)
+        _add(frontier, "http://a/1")
+        lease = await frontier.lease()
+        assert lease is not None
+        borrower = asyncio.ensure_future(frontier.borrow_host("a", wait_s=5.0))
+        await asyncio.sleep(0.1)
+        frontier.stop()
+        stopped = time.monotonic()
+        lent = await asyncio.wait_for(borrower, timeout=6)
+        frontier.finish(lease, _done(lease), Feedback())
+        return lent, time.monotonic() - stopped
+
+    lent, after = asyncio.run(scenario())
+    assert not lent and after < 1.0  # Ctrl-C does not wait for the loan
