@@ -54,10 +54,6 @@ class HostSlots:
         self._held: dict[str, tuple[float, str]] = {}
         """Host → when its slot was taken (monotonic) and the first URL asked there."""
 
-    @property
-    def held(self) -> tuple[str, ...]:
-        return tuple(self._held)
-
     async def enter(self, target: str) -> None:
         """Hold the slot of ``target``'s host before the chain asks it (a held one is kept)."""
         host = host_of(target)
