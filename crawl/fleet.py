@@ -2,7 +2,8 @@
 
 On a PostgreSQL frontier that is the fleet's: workers alive (heartbeat rows), pages/s
 over the last minute, the backlog, and errors by class; on SQLite, the one crawl's
-backlog and errors (one process, no heartbeats).
+backlog and errors (one process, no heartbeats). On both, the recrawl's lag: fetched
+pages whose refetch is due and has not happened, and how long the oldest has waited.
 """
 
 from __future__ import annotations
@@ -41,7 +42,16 @@ def crawl_status(data_dir: Path, frontier_url: str | None = None) -> dict[str, A
     elif CrawlDir(data_dir).exists():
         db = CrawlDb(CrawlDir(data_dir).db, readonly=True)
     else:
-        return {"backend": "sqlite", "urls": 0, "backlog": 0, "done": 0, "errors": {}, "by_status": {}}
+        return {
+            "backend": "sqlite",
+            "urls": 0,
+            "backlog": 0,
+            "done": 0,
+            "errors": {},
+            "by_status": {},
+            "recrawl_overdue": 0,
+            "recrawl_oldest_overdue_s": 0.0,
+        }
     try:
         counts = db.status_counts()
         status: dict[str, Any] = {
@@ -52,6 +62,9 @@ def crawl_status(data_dir: Path, frontier_url: str | None = None) -> dict[str, A
             "errors": errors_by_class(counts),
             "by_status": counts,
         }
+        overdue, since = db.recrawl_overdue(now)
+        status["recrawl_overdue"] = overdue
+        status["recrawl_oldest_overdue_s"] = round(now - since, 1) if since is not None else 0.0
         if isinstance(db, PgCrawlDb):
             workers = db.workers(now)
             status["workers_alive"] = sum(1 for w in workers if w["alive"])

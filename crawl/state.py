@@ -304,6 +304,16 @@ _DUE = (
     "AND (next_fetch <= :now OR lastmod > last_fetch)"
 )
 """Fetched pages whose next fetch has come, or whose sitemap says they changed since."""
+_DUE_AT = (
+    "CASE WHEN lastmod > last_fetch AND (next_fetch IS NULL OR lastmod < next_fetch) "
+    "THEN lastmod ELSE next_fetch END"
+)
+RECRAWL_OVERDUE = (
+    f"SELECT COUNT(*) AS n, MIN({_DUE_AT}) AS since FROM urls WHERE kind = 'page' AND fetch_count > 0 "
+    f"AND status IN ('done', 'pending', 'leased') AND ({_DUE_AT}) <= {{now}}"
+)
+"""Fetched pages whose refetch has come and has not happened: how many, and the earliest time
+one came due (``crawl.recrawl.due_since`` in SQL); ``{now}`` is the backend's parameter."""
 _FAILED_DUE = (
     "UPDATE urls SET status = 'pending', retries = 0 WHERE kind = 'page' AND status = 'failed' "
     "AND COALESCE(last_fetch, 0) <= :before"
@@ -547,6 +557,11 @@ class CrawlDb:
         None if unknown), for the originals whose document may need rewriting."""
         rows = self._conn.execute(STALE_CLUSTERS)
         return {url: (int(size), None if written is None else int(written)) for url, size, written in rows}
+
+    def recrawl_overdue(self, now: float) -> tuple[int, float | None]:
+        """Fetched pages due for a refetch that has not happened, and since when the oldest is due."""
+        n, since = self._conn.execute(RECRAWL_OVERDUE.format(now=":now"), {"now": now}).fetchone()
+        return int(n), None if since is None else float(since)
 
     def status_counts(self) -> dict[str, int]:
         rows = self._conn.execute("SELECT status, outcome, COUNT(*) FROM urls GROUP BY status, outcome")

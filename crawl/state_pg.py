@@ -31,6 +31,7 @@ from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, ParamSpec, TypeVar, cast
 
 from crawl.state import (
+    RECRAWL_OVERDUE,
     STALE_CLUSTERS,
     HostHealth,
     HostState,
@@ -503,6 +504,13 @@ class PgCrawlDb:
         """As ``CrawlDb.stale_clusters``."""
         rows = self._all(STALE_CLUSTERS)  # no parameters: psycopg leaves "%" as it is
         return {r["url"]: (int(r["size"]), None if r["written"] is None else int(r["written"])) for r in rows}
+
+    def recrawl_overdue(self, now: float) -> tuple[int, float | None]:
+        """As ``CrawlDb.recrawl_overdue``: the fleet's pages due for a refetch, and the oldest's due time."""
+        r = self._one(RECRAWL_OVERDUE.format(now="%(now)s"), {"now": now})
+        if r is None:
+            return 0, None
+        return int(r["n"]), None if r["since"] is None else float(r["since"])
 
     def status_counts(self) -> dict[str, int]:
         rows = self._all("SELECT status, outcome, COUNT(*) AS n FROM urls GROUP BY status, outcome")

@@ -29,11 +29,15 @@ def index_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
 def test_status_aggregates_the_crawl(tmp_path: Path, index_dir: Path, crawl_store: Callable[[], Any]) -> None:
     now = time.time()
     db = crawl_store()
-    urls = [f"http://a.test/{i}" for i in range(4)]
+    urls = [f"http://a.test/{i}" for i in range(5)]
     db.apply(inserts=[NewUrl(u, "a.test", 0, 1.0) for u in urls], leases=[], updates=[], hosts=[], now=now)
     failed = UrlUpdate(urls[0], UrlStatus.FAILED, Outcome.HTTP, 503, fetched=True, last_fetch=now)
-    done = UrlUpdate(urls[1], UrlStatus.DONE, Outcome.INDEXED, 200, fetched=True, last_fetch=now)
-    db.apply(inserts=[], leases=[], updates=[failed, done], hosts=[], now=now)
+    # One page's refetch has been due for an hour; another's comes tomorrow.
+    due = UrlUpdate(urls[1], UrlStatus.DONE, Outcome.INDEXED, 200, fetched=True, last_fetch=now - 7200,
+                    next_fetch=now - 3600)  # fmt: skip
+    later = UrlUpdate(urls[4], UrlStatus.DONE, Outcome.INDEXED, 200, fetched=True, last_fetch=now,
+                      next_fetch=now + 86_400)  # fmt: skip
+    db.apply(inserts=[], leases=[], updates=[failed, due, later], hosts=[], now=now)
     if crawl_store.frontier_url:  # type: ignore[attr-defined]
         db.heartbeat("w-1", now, {})
     db.close()
@@ -49,10 +53,13 @@ def test_status_aggregates_the_crawl(tmp_path: Path, index_dir: Path, crawl_stor
         assert client.get("/v1/crawl/status").status_code == 401
         body = client.get("/v1/crawl/status", headers={"X-API-Key": KEY}).json()
     expected = crawl_status(tmp_path, frontier)
-    assert {k: body[k] for k in expected if k not in ("workers", "pages_per_s")} == {
-        k: v for k, v in expected.items() if k not in ("workers", "pages_per_s")
+    moving = ("workers", "pages_per_s", "recrawl_oldest_overdue_s")  # they change with the clock
+    assert {k: body[k] for k in expected if k not in moving} == {
+        k: v for k, v in expected.items() if k not in moving
     }
-    assert (body["urls"], body["backlog"], body["done"], body["errors"]) == (4, 2, 1, {"http 503": 1})
+    assert abs(body["recrawl_oldest_overdue_s"] - expected["recrawl_oldest_overdue_s"]) < 30
+    assert (body["urls"], body["backlog"], body["done"], body["errors"]) == (5, 2, 2, {"http 503": 1})
+    assert body["recrawl_overdue"] == 1 and 3600 <= body["recrawl_oldest_overdue_s"] < 3660
     assert body["backend"] == ("postgresql" if frontier else "sqlite")
     if frontier:
         assert body["workers_alive"] == 1
