@@ -29,6 +29,9 @@ import heapq
 import itertools
 import logging
 import time
+from collections import Counter
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any, NamedTuple, Self
 
@@ -150,6 +153,19 @@ def frontier_options(s: CrawlSettings) -> dict[str, Any]:
     }
 
 
+@contextmanager
+def wanting(wanted: Counter[str], host: str) -> Iterator[None]:
+    """Count one ``borrow_host`` call waiting for ``host`` while the block runs (both frontiers
+    keep such a host from their own leases); the host leaves ``wanted`` with its last waiter."""
+    wanted[host] += 1
+    try:
+        yield
+    finally:
+        wanted[host] -= 1
+        if wanted[host] <= 0:
+            del wanted[host]
+
+
 class Frontier:
     """Schedules leases across hosts and batches crawl-state writes for SQLite."""
 
@@ -186,7 +202,7 @@ class Frontier:
         self._in_flight: dict[str, Lease] = {}
         self._borrowed: set[str] = set()
         """Hosts lent for a request that is none of their URLs (``borrow_host``)."""
-        self._wanted: dict[str, int] = {}
+        self._wanted: Counter[str] = Counter()
         """Host → ``borrow_host`` calls waiting for it: not leased meanwhile, or a busy host's
         own URLs would take every turn and the borrower would never get it."""
         self._admitted = db.admitted_pages_by_host()
@@ -465,29 +481,25 @@ class Frontier:
         own URLs is leased, so a busy host is lent at its next turn.
         """
         deadline = time.monotonic() + wait_s
-        self._wanted[host] = self._wanted.get(host, 0) + 1
         try:
-            while True:
-                wakeup = self._wakeup
-                now = time.time()
-                ready_at = now + 1.0 if host in self._busy else self._next_allowed.get(host, 0.0)
-                if ready_at <= now:
-                    self._busy.add(host)
-                    self._borrowed.add(host)
-                    return True
-                left = deadline - time.monotonic()
-                if left <= 0 or self._stopping:  # a stopping crawl does not wait
-                    return False
-                try:  # a release notifies; a next allowed time passes by itself
-                    await asyncio.wait_for(wakeup.wait(), timeout=min(left, ready_at - now))
-                except TimeoutError:
-                    pass
+            with wanting(self._wanted, host):
+                while True:
+                    wakeup = self._wakeup
+                    now = time.time()
+                    ready_at = now + 1.0 if host in self._busy else self._next_allowed.get(host, 0.0)
+                    if ready_at <= now:
+                        self._busy.add(host)
+                        self._borrowed.add(host)
+                        return True
+                    left = deadline - time.monotonic()
+                    if left <= 0 or self._stopping:  # a stopping crawl does not wait
+                        return False
+                    try:  # a release notifies; a next allowed time passes by itself
+                        await asyncio.wait_for(wakeup.wait(), timeout=min(left, ready_at - now))
+                    except TimeoutError:
+                        pass
         finally:
-            if self._wanted[host] == 1:
-                del self._wanted[host]
-                self._schedule(host)  # its URLs may be leased again (a no-op while it is lent)
-            else:
-                self._wanted[host] -= 1
+            self._schedule(host)  # its URLs may be leased again (a no-op while lent or still wanted)
 
     def return_host(self, host: str, feedback: Feedback) -> None:
         """Release a host taken with ``borrow_host``; its next allowed time follows ``feedback``."""

@@ -46,11 +46,11 @@ import logging
 import os
 import socket
 import time
-from collections import deque
+from collections import Counter, deque
 from typing import Self
 
 from core.settings import CrawlSettings
-from crawl.frontier import Batch, Feedback, Lease, Politeness, _blocked, frontier_options
+from crawl.frontier import Batch, Feedback, Lease, Politeness, _blocked, frontier_options, wanting
 from crawl.recrawl import due_since
 from crawl.seen import SeenUrls
 from crawl.state import HostState, NewUrl, UrlKind, UrlStatus, UrlUpdate
@@ -130,7 +130,7 @@ class PgFrontier:
         """Hosts kept for their next queued URL → their next allowed time, not come yet."""
         self._borrowed: set[str] = set()
         """Hosts leased for a request that is none of their URLs (``borrow_host``)."""
-        self._wanted: dict[str, int] = {}
+        self._wanted: Counter[str] = Counter()
         """Host → ``borrow_host`` calls waiting for it: this worker's rounds do not lease it,
         and it does not keep it for its next URL, or the borrower would never get it."""
         self._pump: asyncio.Future[None] | None = None
@@ -608,14 +608,8 @@ class PgFrontier:
         worker's own fetches of a busy host do not take every turn (another worker's may
         win a turn, as any lease may).
         """
-        self._wanted[host] = self._wanted.get(host, 0) + 1
-        try:
+        with wanting(self._wanted, host):
             return await self._borrow(host, time.monotonic() + wait_s)
-        finally:
-            if self._wanted[host] == 1:
-                del self._wanted[host]
-            else:
-                self._wanted[host] -= 1
 
     async def _borrow(self, host: str, deadline: float) -> bool:
         while True:
