@@ -7,6 +7,10 @@ renames it into place, then replaces ``segments.json`` the same way, so a reader
 either the old manifest or the new one, never a half-written segment. A segment file
 that a crash left out of the manifest is ignored (its name is never reused).
 
+A crawl worker writes its segments as row segments (``core.rowsegments``: gzip JSON
+lines, ``seg-NNNNNN.ndjson.gz``), so it never loads Polars; batch jobs write Parquet. The
+manifest names each segment and readers take both, by name, with the same column types.
+
 A document appended again (a recrawl that changed, a duplicate cluster that grew)
 supersedes the earlier version: ``iter_documents()`` yields only the latest version of
 each ``doc_id``. Latest means fetched last (``fetched_at``; append order breaks ties and
@@ -31,51 +35,62 @@ import re
 from collections.abc import Collection, Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import fields
+from functools import cache
 from pathlib import Path
-from typing import Any
-
-import polars as pl
+from typing import TYPE_CHECKING, Any
 
 from core.atomic import write_text, write_with
+from core.rowsegments import ROW_SUFFIX, is_row_segment, iter_lines, member_text, read_frame, write_rows
 from core.types import DocId, Document
+
+if TYPE_CHECKING:
+    import polars as pl
 
 logger = logging.getLogger(__name__)
 
-__all__ = ["DOCUMENT_SCHEMA", "DocStore"]
+__all__ = ["DocStore", "document_schema"]
 
 MANIFEST = "segments.json"
-_SEGMENT = re.compile(r"^seg-(\d{6,})\.parquet$")
+_SEGMENT = re.compile(r"^seg-(\d{6,})\.(?:parquet|ndjson\.gz)$")
 _FORMAT = 1
 _APPEND_LOCK = ".append.lock"
 """Beside a folder's segments: held while a segment and its manifest entry are written."""
 
-DOCUMENT_SCHEMA = pl.Schema(
-    {
-        "doc_id": pl.Int64(),
-        "url": pl.String(),
-        "title": pl.String(),
-        "body": pl.String(),
-        "headings": pl.List(pl.String()),
-        "anchors": pl.List(pl.String()),
-        "host": pl.String(),
-        "lang": pl.String(),
-        "filetype": pl.String(),
-        "description": pl.String(),
-        "external_id": pl.String(),
-        "published_at": pl.Float64(),
-        "fetched_at": pl.Float64(),
-        "content_hash": pl.String(),
-        "simhash": pl.UInt64(),
-        "pagerank": pl.Float64(),
-        "dup_cluster_size": pl.Int32(),
-        "outlinks": pl.List(pl.String()),
-    }
-)
-"""Parquet column types (polars names). Written with polars, not pyarrow: the crawler
-then loads one columnar library instead of two (~60 MB less resident memory)."""
 _FIELD_NAMES = tuple(f.name for f in fields(Document))
 _TUPLE_FIELDS = frozenset({"headings", "anchors", "outlinks"})
-assert set(_FIELD_NAMES) == set(DOCUMENT_SCHEMA), "Document and DOCUMENT_SCHEMA disagree"
+
+
+@cache
+def document_schema() -> pl.Schema:
+    """Parquet column types (polars names), built on first use: a crawl worker writes row
+    segments and never imports Polars. Written with polars, not pyarrow: readers then load
+    one columnar library instead of two (~60 MB less resident memory)."""
+    import polars as pl
+
+    schema = pl.Schema(
+        {
+            "doc_id": pl.Int64(),
+            "url": pl.String(),
+            "title": pl.String(),
+            "body": pl.String(),
+            "headings": pl.List(pl.String()),
+            "anchors": pl.List(pl.String()),
+            "host": pl.String(),
+            "lang": pl.String(),
+            "filetype": pl.String(),
+            "description": pl.String(),
+            "external_id": pl.String(),
+            "published_at": pl.Float64(),
+            "fetched_at": pl.Float64(),
+            "content_hash": pl.String(),
+            "simhash": pl.UInt64(),
+            "pagerank": pl.Float64(),
+            "dup_cluster_size": pl.Int32(),
+            "outlinks": pl.List(pl.String()),
+        }
+    )
+    assert set(_FIELD_NAMES) == set(schema), "Document and document_schema() disagree"
+    return schema
 
 
 class DocStore:
@@ -84,13 +99,16 @@ class DocStore:
     With ``worker``, this store writes its segments and manifest in ``root/<worker>/``,
     so crawl workers sharing one directory never write the same file; reading always
     covers ``root``'s own segments and then every worker folder's (by folder name), and
-    a worker's segments are named ``<worker>/seg-NNNNNN.parquet``.
+    a worker's segments are named ``<worker>/seg-NNNNNN.parquet``. With ``row_segments``
+    (what a crawl worker asks for), segments are written as ``seg-NNNNNN.ndjson.gz``
+    instead (module doc); numbering is shared by both formats.
     """
 
-    def __init__(self, root: Path, *, worker: str | None = None) -> None:
+    def __init__(self, root: Path, *, worker: str | None = None, row_segments: bool = False) -> None:
         self.root = Path(root)
         self.worker = worker
         self._write_root = self.root / worker if worker else self.root
+        self._suffix = ROW_SUFFIX if row_segments else ".parquet"
 
     def _manifest_path(self) -> Path:
         return self._write_root / MANIFEST
@@ -114,24 +132,21 @@ class DocStore:
                 match = _SEGMENT.match(child.name)
                 if match:
                     numbers.append(int(match.group(1)))
-        return f"seg-{max(numbers) + 1:06d}.parquet"
+        return f"seg-{max(numbers) + 1:06d}{self._suffix}"
 
     def append(self, docs: Iterable[Document]) -> str:
         """Write the documents as one new segment; returns its name (``""`` if none given)."""
-        columns: dict[str, list[Any]] = {name: [] for name in _FIELD_NAMES}
-        count = 0
-        for doc in docs:
-            for name in _FIELD_NAMES:
-                value = getattr(doc, name)
-                columns[name].append(list(value) if name in _TUPLE_FIELDS else value)
-            count += 1
+        rows = [{name: getattr(doc, name) for name in _FIELD_NAMES} for doc in docs]
+        count = len(rows)
         if count == 0:
             return ""
         self._write_root.mkdir(parents=True, exist_ok=True)
-        frame = pl.DataFrame(columns, schema=DOCUMENT_SCHEMA)
         with self._appending():
             name = self._next_segment_name()
-            write_with(self._write_root / name, lambda tmp: frame.write_parquet(tmp, compression="zstd"))
+            if is_row_segment(name):
+                write_rows(self._write_root / name, rows)
+            else:
+                _write_parquet(self._write_root / name, rows)
             entries = self._manifest_entries()
             entries.append({"name": name, "rows": count})
             manifest = {"format": _FORMAT, "segments": entries}
@@ -154,15 +169,22 @@ class DocStore:
             finally:
                 fcntl.flock(lock, fcntl.LOCK_UN)
 
-    def _read(self, segment: str) -> pl.DataFrame:
-        return pl.read_parquet(self.root / segment).cast(DOCUMENT_SCHEMA)
+    def _read(self, segment: str, columns: Sequence[str] | None = None) -> pl.DataFrame:
+        """A segment's rows (only ``columns`` when given), in either format, typed alike."""
+        path = self.root / segment
+        if is_row_segment(segment):
+            return read_frame(path, document_schema(), columns)
+        import polars as pl
+
+        frame = pl.read_parquet(path, columns=list(columns) if columns is not None else None)
+        return frame.cast({name: document_schema()[name] for name in frame.columns})
 
     def _latest_positions(self, segments: Sequence[str] | None = None) -> dict[int, tuple[int, int]]:
         """doc_id → (segment index in ``segments``, row) of its latest version (module doc)."""
         latest: dict[int, tuple[int, int]] = {}
         fetched: dict[int, float] = {}
         for index, segment in enumerate(self.segments() if segments is None else segments):
-            frame = pl.read_parquet(self.root / segment, columns=["doc_id", "fetched_at"])
+            frame = self._read(segment, ["doc_id", "fetched_at"])
             for row, (doc_id, at) in enumerate(frame.iter_rows()):
                 at = at or 0.0
                 if at >= fetched.get(doc_id, at):
@@ -192,22 +214,27 @@ class DocStore:
         wanted = set(urls)
         found: dict[str, Document] = {}
         for name in self.segments():
-            urls_in_segment = pl.read_parquet(self.root / name, columns=["url"])["url"].to_list()
-            rows = [row for row, url in enumerate(urls_in_segment) if url in wanted]
-            if rows:
-                for doc in _rows_to_documents(self._read(name)[rows]):
-                    held = found.get(doc.url)
-                    if held is None or (doc.fetched_at or 0.0) >= (held.fetched_at or 0.0):
-                        found[doc.url] = doc
+            if is_row_segment(name):
+                docs = _matching_rows(self.root / name, wanted)
+            else:
+                urls_in_segment = self._read(name, ["url"])["url"].to_list()
+                rows = [row for row, url in enumerate(urls_in_segment) if url in wanted]
+                docs = _rows_to_documents(self._read(name)[rows]) if rows else iter(())
+            for doc in docs:
+                held = found.get(doc.url)
+                if held is None or (doc.fetched_at or 0.0) >= (held.fetched_at or 0.0):
+                    found[doc.url] = doc
         return found
 
     def latest_frame(self, columns: Sequence[str]) -> pl.DataFrame:
         """Some columns of the latest version of every document (cheap: no bodies read)."""
+        import polars as pl
+
         wanted = list(dict.fromkeys(["doc_id", *columns]))
         read = list(dict.fromkeys([*wanted, "fetched_at"]))
-        frames = [pl.read_parquet(self.root / name, columns=read) for name in self.segments()]
+        frames = [self._read(name, read) for name in self.segments()]
         if not frames:
-            return pl.DataFrame(schema={c: DOCUMENT_SCHEMA[c] for c in wanted})
+            return pl.DataFrame(schema={c: document_schema()[c] for c in wanted})
         latest = (
             pl.concat(frames)
             .with_row_index("_order")
@@ -229,9 +256,35 @@ def _entries(manifest: Path) -> list[dict[str, Any]]:
     return entries
 
 
+def _write_parquet(path: Path, rows: list[dict[str, Any]]) -> None:
+    import polars as pl
+
+    columns = {
+        name: [list(r[name]) if name in _TUPLE_FIELDS else r[name] for r in rows] for name in _FIELD_NAMES
+    }
+    frame = pl.DataFrame(columns, schema=document_schema())
+    write_with(path, lambda tmp: frame.write_parquet(tmp, compression="zstd"))
+
+
+def _matching_rows(path: Path, urls: set[str]) -> Iterator[Document]:
+    """The documents of a row segment whose URL is in ``urls``, without Polars (a crawl
+    worker calls this at the end of a run). A row is decoded only when its text holds one
+    of the URLs as a JSON ``"url"`` member; the decoded URL then decides."""
+    needles = [member_text("url", url) for url in urls]
+    for line in iter_lines(path):
+        if any(needle in line for needle in needles):
+            record = json.loads(line)
+            if record["url"] in urls:
+                yield _record_to_document(record)
+
+
+def _record_to_document(record: dict[str, Any]) -> Document:
+    for name in _TUPLE_FIELDS:
+        record[name] = tuple(record[name] or ())
+    record["doc_id"] = DocId(record["doc_id"])
+    return Document(**record)
+
+
 def _rows_to_documents(frame: pl.DataFrame) -> Iterator[Document]:
     for record in frame.iter_rows(named=True):
-        for name in _TUPLE_FIELDS:
-            record[name] = tuple(record[name] or ())
-        record["doc_id"] = DocId(record["doc_id"])
-        yield Document(**record)
+        yield _record_to_document(record)

@@ -4,7 +4,8 @@ PageRank and anchor text are batch jobs over the whole graph, so edges are writt
 columnar files the crawler appends and Polars reads in one scan. URLs are canonical
 (``crawl.urls.canonicalize_url``), the same strings as ``Document.url``. Files are
 written to a temporary name and renamed (``core.atomic``), so a reader never sees a
-partial file.
+partial file. A crawl worker writes row segments (``core.rowsegments``:
+``edges-NNNNNN.ndjson.gz``) so it never loads Polars; readers take both formats.
 
 Example::
 
@@ -19,18 +20,29 @@ import logging
 import re
 from collections.abc import Iterable
 from dataclasses import dataclass
+from functools import cache
 from pathlib import Path
-
-import polars as pl
+from typing import TYPE_CHECKING, Any
 
 from core.atomic import write_with
+from core.rowsegments import ROW_SUFFIX, is_row_segment, read_frame, write_rows
+
+if TYPE_CHECKING:
+    import polars as pl
 
 logger = logging.getLogger(__name__)
 
-__all__ = ["EDGE_SCHEMA", "Edge", "LinkGraphStore", "anchors_by_target"]
+__all__ = ["Edge", "LinkGraphStore", "anchors_by_target", "edge_schema"]
 
-_EDGES = re.compile(r"^edges-(\d{6,})\.parquet$")
-EDGE_SCHEMA = {"src_url": pl.String, "dst_url": pl.String, "anchor_text": pl.String}
+_EDGES = re.compile(r"^edges-(\d{6,})\.(?:parquet|ndjson\.gz)$")
+
+
+@cache
+def edge_schema() -> dict[str, Any]:
+    """Column types of an edge file (built on first use: a crawl worker never imports Polars)."""
+    import polars as pl
+
+    return {"src_url": pl.String, "dst_url": pl.String, "anchor_text": pl.String}
 
 
 @dataclass(frozen=True, slots=True)
@@ -45,11 +57,14 @@ class LinkGraphStore:
 
     With ``worker``, this store writes in ``root/<worker>/`` (crawl workers sharing one
     directory never write the same file); reading covers ``root`` and every worker folder.
+    With ``row_segments`` (a crawl worker), files are written as ``edges-NNNNNN.ndjson.gz``
+    (module doc).
     """
 
-    def __init__(self, root: Path, *, worker: str | None = None) -> None:
+    def __init__(self, root: Path, *, worker: str | None = None, row_segments: bool = False) -> None:
         self.root = Path(root)
         self._write_root = self.root / worker if worker else self.root
+        self._suffix = ROW_SUFFIX if row_segments else ".parquet"
 
     def files(self) -> list[Path]:
         """Every edge file: the root's in append order, then each worker folder's (by name)."""
@@ -78,17 +93,34 @@ class LinkGraphStore:
         self._write_root.mkdir(parents=True, exist_ok=True)
         existing = self._own_files()
         serial = int(_EDGES.match(existing[-1].name).group(1)) + 1 if existing else 1  # type: ignore[union-attr]
-        name = f"edges-{serial:06d}.parquet"
-        frame = pl.DataFrame({"src_url": src, "dst_url": dst, "anchor_text": text}, schema=EDGE_SCHEMA)
-        write_with(self._write_root / name, lambda tmp: frame.write_parquet(tmp, compression="zstd"))
+        name = f"edges-{serial:06d}{self._suffix}"
+        if is_row_segment(name):
+            write_rows(
+                self._write_root / name,
+                (
+                    {"src_url": s, "dst_url": d, "anchor_text": t}
+                    for s, d, t in zip(src, dst, text, strict=True)
+                ),
+            )
+        else:
+            import polars as pl
+
+            frame = pl.DataFrame({"src_url": src, "dst_url": dst, "anchor_text": text}, schema=edge_schema())
+            write_with(self._write_root / name, lambda tmp: frame.write_parquet(tmp, compression="zstd"))
         return name
 
     def read_edges(self) -> pl.DataFrame:
         """All edges, in append order (empty frame with the three columns when none)."""
+        import polars as pl
+
         files = self.files()
         if not files:
-            return pl.DataFrame(schema=EDGE_SCHEMA)
-        return pl.concat([pl.read_parquet(path) for path in files], how="vertical")
+            return pl.DataFrame(schema=edge_schema())
+        frames = [
+            read_frame(path, edge_schema()) if is_row_segment(path.name) else pl.read_parquet(path)
+            for path in files
+        ]
+        return pl.concat(frames, how="vertical")
 
 
 def _edge_files(folder: Path) -> list[Path]:
@@ -106,6 +138,8 @@ def anchors_by_target(
     ``max_per_target`` anchors per target, most frequent first, so a page linked from
     every page of a big site does not carry thousands of copies.
     """
+    import polars as pl
+
     frame = edges.with_columns(pl.col("anchor_text").str.strip_chars().alias("anchor_text")).filter(
         (pl.col("anchor_text") != "") & (pl.col("src_url") != pl.col("dst_url"))
     )

@@ -91,9 +91,9 @@ def load_importance(data_dir: Path) -> tuple[dict[str, float], dict[str, int]]:
         frame = pl.read_parquet(crawl.pagerank, columns=["url", "pagerank_scaled"])
         return dict(zip(frame["url"].to_list(), frame["pagerank_scaled"].to_list(), strict=True)), {}
     inlinks: dict[str, int] = {}
-    if crawl.links.exists() and any(crawl.links.glob("*.parquet")):
-        from core.linkgraph import LinkGraphStore
+    from core.linkgraph import LinkGraphStore
 
+    if crawl.links.exists() and LinkGraphStore(crawl.links).files():
         counts = LinkGraphStore(crawl.links).read_edges().group_by("dst_url").len()
         inlinks = dict(zip(counts["dst_url"].to_list(), counts["len"].to_list(), strict=True))
     return {}, inlinks

@@ -71,7 +71,7 @@ logger = logging.getLogger(__name__)
 
 __all__ = ["Cursor", "IncrementalIndexer", "StepReport"]
 
-_NUMBER = re.compile(r"(\d+)\.parquet$")
+_NUMBER = re.compile(r"(\d+)\.(?:parquet|ndjson\.gz)$")
 
 
 def _position(segment: str) -> tuple[str, int]:
@@ -238,7 +238,7 @@ class IncrementalIndexer:
             return docs
         suffixes = title_suffixes_by_host(self.docstore)
         links = LinkGraphStore(self.crawl.links) if self.crawl.links.exists() else None
-        edge_segments = len(list(self.crawl.links.rglob("*.parquet"))) if links else 0
+        edge_segments = len(links.files()) if links else 0
         if self._anchors is None or self._anchors[0] != edge_segments:
             anchors = anchors_by_target(links.read_edges()) if links else {}
             self._anchors = (edge_segments, anchors)

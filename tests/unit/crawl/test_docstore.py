@@ -101,3 +101,100 @@ def test_two_processes_appending_to_one_folder_lose_nothing(tmp_path: Path) -> N
     store = DocStore(tmp_path)
     assert len(store.segments()) == 80
     assert {d.url for d in store.iter_documents()} == {f"http://{p}/{i}" for p in "ab" for i in range(40)}
+
+
+def _full_doc(url: str, **kw: object) -> Document:
+    fields: dict[str, object] = {
+        "headings": ("H1", 'Ĥ2 "q"'),
+        "anchors": ("in",),
+        "host": "a",
+        "lang": "en",
+        "description": "d\nline",
+        "published_at": 1.5,
+        "fetched_at": 2.5,
+        "content_hash": "abc",
+        "simhash": 2**64 - 1,
+        "pagerank": 0.25,
+        "dup_cluster_size": 3,
+        "outlinks": ("http://b/",),
+    }
+    fields.update(kw)
+    return Document(doc_id_for(url), url, "Títle ✓", 'Body\twith \\ and "quotes"', **fields)  # type: ignore[arg-type]
+
+
+def test_row_segments_round_trip_with_the_parquet_column_types(tmp_path: Path) -> None:
+    """What a crawl worker writes (gzip JSON lines) reads back as the same documents and,
+    as a frame, with the same column types as a Parquet segment."""
+    rows = DocStore(tmp_path / "rows", row_segments=True)
+    parquet = DocStore(tmp_path / "parquet")
+    doc = _full_doc("http://a/")
+    assert rows.append([doc]) == "seg-000001.ndjson.gz"
+    parquet.append([doc])
+    assert list(rows.iter_documents()) == [doc]
+    assert rows.documents_by_url(["http://a/"]) == {"http://a/": doc}
+    columns = ["url", "title", "simhash", "headings", "published_at", "dup_cluster_size"]
+    assert rows.latest_frame(columns).schema == parquet.latest_frame(columns).schema
+    assert rows.latest_frame(columns).rows() == parquet.latest_frame(columns).rows()
+
+
+def test_a_lone_surrogate_is_replaced_not_lost_with_the_document(tmp_path: Path) -> None:
+    store = DocStore(tmp_path, row_segments=True)
+    store.append([_doc("http://a/1", "bad \ud800 title"), _doc("http://a/2")])
+    assert [(d.url, d.title) for d in store.iter_documents()] == [
+        ("http://a/1", "bad ? title"),
+        ("http://a/2", "T"),
+    ]
+
+
+def test_formats_mix_and_the_latest_version_wins_across_them(tmp_path: Path) -> None:
+    """A crawl worker's row segments and Parquet segments (older crawls, batch jobs) share
+    the numbering and the superseding rule."""
+    DocStore(tmp_path).append(
+        [_doc("http://a/1", "parquet", fetched_at=1.0), _doc("http://a/2", fetched_at=1.0)]
+    )
+    worker = DocStore(tmp_path, worker="w1", row_segments=True)
+    assert worker.append([_doc("http://a/1", "rows", fetched_at=2.0)]) == "w1/seg-000001.ndjson.gz"
+    root_rows = DocStore(tmp_path, row_segments=True)
+    assert root_rows.append([_doc("http://a/2", "older", fetched_at=0.5)]) == "seg-000002.ndjson.gz"
+    store = DocStore(tmp_path)
+    assert store.segments() == ["seg-000001.parquet", "seg-000002.ndjson.gz", "w1/seg-000001.ndjson.gz"]
+    assert {d.url: d.title for d in store.iter_documents()} == {"http://a/1": "rows", "http://a/2": "T"}
+    assert {u: d.title for u, d in store.documents_by_url(["http://a/1", "http://a/2"]).items()} == {
+        "http://a/1": "rows",
+        "http://a/2": "T",
+    }
+
+
+def test_documents_by_url_in_row_segments_matches_whole_urls_only(tmp_path: Path) -> None:
+    store = DocStore(tmp_path, row_segments=True)
+    quoting = Document(doc_id_for("http://a/q"), "http://a/q", "T", 'see "url":"http://a/2"')
+    store.append([_doc("http://a/2x"), quoting, _doc("http://a/22")])
+    assert store.documents_by_url(["http://a/2"]) == {}
+    assert set(store.documents_by_url(["http://a/2x", "http://a/q"])) == {"http://a/2x", "http://a/q"}
+
+
+def test_a_crawl_workers_writes_and_rereads_never_import_polars(tmp_path: Path) -> None:
+    """Polars costs a crawl worker ~45 MB of resident memory (issue 16's RSS target): the
+    crawl command's imports, its docstore and link-graph appends and its end-of-run
+    re-read of stale originals must all run without it."""
+    import subprocess
+    import sys
+
+    script = f"""
+import sys
+from pathlib import Path
+import cli.main, crawl.loop, crawl.parts
+from core.docstore import DocStore
+from core.linkgraph import Edge, LinkGraphStore
+from core.types import Document, doc_id_for
+root = Path({str(tmp_path)!r})
+docs = DocStore(root / "docs", worker="w", row_segments=True)
+docs.append([Document(doc_id_for("http://a/"), "http://a/", "T", "B")])
+LinkGraphStore(root / "links", worker="w", row_segments=True).append([Edge("http://a/", "http://b/", "x")])
+assert list(docs.documents_by_url(["http://a/"])) == ["http://a/"]
+print(sorted(m for m in ("polars", "pyarrow", "pandas") if m in sys.modules))
+"""
+    done = subprocess.run(
+        [sys.executable, "-c", script], capture_output=True, text=True, check=True, timeout=120
+    )
+    assert done.stdout.strip() == "[]", done.stderr

@@ -8,7 +8,7 @@ import networkx as nx
 import polars as pl
 import pytest
 
-from core.linkgraph import EDGE_SCHEMA
+from core.linkgraph import edge_schema
 from core.types import Document, doc_id_for
 from training.crawl_dataset import (
     MAX_TARGETS,
@@ -55,7 +55,9 @@ def site() -> tuple[list[Document], pl.DataFrame]:
         (url("os"), url("json"), "[1]"),
         (url("os"), "https://elsewhere.test/", "elsewhere"),
     ]
-    frame = pl.DataFrame(dict(zip(EDGE_SCHEMA, zip(*edges, strict=True), strict=True)), schema=EDGE_SCHEMA)
+    frame = pl.DataFrame(
+        dict(zip(edge_schema(), zip(*edges, strict=True), strict=True)), schema=edge_schema()
+    )
     return docs, frame
 
 
@@ -128,7 +130,7 @@ def test_section_heading_judges_its_page_and_common_headings_are_dropped() -> No
 def test_queries_per_target_page_are_capped_titles_first() -> None:
     docs, edges = site()
     extra = [(url(src), url("pathlib"), f"pathlib feature {i}") for i, src in enumerate(PAGES[2:8])]
-    edges = pl.concat([edges, pl.DataFrame(dict(zip(EDGE_SCHEMA, zip(*extra, strict=True), strict=True)))])
+    edges = pl.concat([edges, pl.DataFrame(dict(zip(edge_schema(), zip(*extra, strict=True), strict=True)))])
     per_page = defaultdict(list)
     for query in derive_queries(docs, edges, max_per_page=3):
         per_page[query.target].append(query.kind)
