@@ -117,7 +117,10 @@ class CrawlerParts:
             for url, text_hash, fingerprint in db.indexed_fingerprints():
                 dedup.add(url, text_hash, fingerprint)
             warc = WarcSink(
-                layout.warc_for(worker), max_file_bytes=s.warc_max_file_bytes, history=layout.warc
+                layout.warc_for(worker),
+                max_file_bytes=s.warc_max_file_bytes,
+                history=layout.warc,
+                gzip_level=s.warc_gzip_level,
             )
             undo.callback(warc.close)
             guard = AddressGuard(

@@ -117,6 +117,20 @@ def test_records_are_gzip_members_that_gzip_and_warcio_read(tmp_path: Path) -> N
     assert _response_urls(tmp_path) == [_result(i).url for i in range(3)]
 
 
+@pytest.mark.parametrize("level", [0, 1, 9])
+def test_every_gzip_level_writes_the_same_records(tmp_path: Path, level: int) -> None:
+    """``warc_gzip_level`` trades CPU for bytes only: level 0 stores, 9 packs tightest."""
+    with WarcSink(tmp_path / str(level), gzip_level=level) as sink:
+        for i in range(3):
+            sink.write(_result(i))
+    (path,) = (tmp_path / str(level)).glob("*.warc.gz")
+    text = gzip.decompress(path.read_bytes())
+    assert text.count(b"WARC/1.1\r\n") == 6
+    assert _response_urls(tmp_path / str(level)) == [_result(i).url for i in range(3)]
+    ratio = path.stat().st_size / len(text)
+    assert ratio > 1.0 if level == 0 else ratio < 0.5
+
+
 def test_after_a_failed_write_nothing_is_written_and_flush_raises(tmp_path: Path) -> None:
     folder = tmp_path / "warc"
     sink = WarcSink(folder, max_file_bytes=1)  # every exchange starts a new file
