@@ -36,11 +36,12 @@ from collections.abc import Collection, Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import fields
 from functools import cache
+from json.decoder import scanstring  # type: ignore[attr-defined]  # the C string decoder, not in the stubs
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from core.atomic import write_text, write_with
-from core.rowsegments import ROW_SUFFIX, is_row_segment, iter_lines, member_text, read_frame, write_rows
+from core.rowsegments import ROW_SUFFIX, is_row_segment, iter_lines, read_frame, write_rows
 from core.types import DocId, Document
 
 if TYPE_CHECKING:
@@ -57,6 +58,9 @@ _APPEND_LOCK = ".append.lock"
 """Beside a folder's segments: held while a segment and its manifest entry are written."""
 
 _FIELD_NAMES = tuple(f.name for f in fields(Document))
+assert _FIELD_NAMES[:2] == ("doc_id", "url"), "_matching_rows reads the URL second"
+_URL_MEMBER = ',"url":"'
+"""How the second member of a row segment's row starts (``core.rowsegments`` writes compact JSON)."""
 _TUPLE_FIELDS = frozenset({"headings", "anchors", "outlinks"})
 
 
@@ -268,14 +272,17 @@ def _write_parquet(path: Path, rows: list[dict[str, Any]]) -> None:
 
 def _matching_rows(path: Path, urls: set[str]) -> Iterator[Document]:
     """The documents of a row segment whose URL is in ``urls``, without Polars (a crawl
-    worker calls this at the end of a run). A row is decoded only when its text holds one
-    of the URLs as a JSON ``"url"`` member; the decoded URL then decides."""
-    needles = [member_text("url", url) for url in urls]
+    worker calls this at the end of a run). Only a matching row is decoded whole: the
+    writer puts ``url`` right after ``doc_id`` (``_FIELD_NAMES`` order), so each row's URL
+    is read from its first characters; a row not written that way is decoded to find it."""
     for line in iter_lines(path):
-        if any(needle in line for needle in needles):
+        start = line.find(_URL_MEMBER, 0, 40)
+        if start < 0:
             record = json.loads(line)
             if record["url"] in urls:
                 yield _record_to_document(record)
+        elif scanstring(line, start + len(_URL_MEMBER))[0] in urls:
+            yield _record_to_document(json.loads(line))
 
 
 def _record_to_document(record: dict[str, Any]) -> Document:

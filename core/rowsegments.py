@@ -27,7 +27,7 @@ from core.atomic import write_bytes
 if TYPE_CHECKING:
     import polars as pl
 
-__all__ = ["ROW_SUFFIX", "is_row_segment", "iter_lines", "member_text", "read_frame", "write_rows"]
+__all__ = ["ROW_SUFFIX", "is_row_segment", "iter_lines", "read_frame", "write_rows"]
 
 ROW_SUFFIX = ".ndjson.gz"
 _LEVEL = 1
@@ -36,12 +36,6 @@ a worker compresses every page it stores, an index build decompresses each once.
 
 
 _ENCODER = json.JSONEncoder(ensure_ascii=False, check_circular=False, separators=(",", ":"))
-
-
-def member_text(key: str, value: str) -> str:
-    """How a row's ``key: value`` member reads in the file (``"url":"http://a/"``): a reader
-    can find the rows that hold it with a substring test before decoding any."""
-    return f"{_ENCODER.encode(key)}:{_ENCODER.encode(value)}"
 
 
 def is_row_segment(name: str) -> bool:

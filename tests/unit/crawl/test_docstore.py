@@ -198,3 +198,19 @@ print(sorted(m for m in ("polars", "pyarrow", "pandas") if m in sys.modules))
         [sys.executable, "-c", script], capture_output=True, text=True, check=True, timeout=120
     )
     assert done.stdout.strip() == "[]", done.stderr
+
+
+def test_documents_by_url_reads_rows_written_in_another_member_order(tmp_path: Path) -> None:
+    """The URL is read from a row's first characters where the writer put it; a row laid
+    out otherwise (another writer, a hand repair) is decoded whole instead of missed."""
+    import gzip
+
+    store = DocStore(tmp_path, row_segments=True)
+    (name,) = [store.append([_doc("http://a/1", "one"), _doc("http://a/2", "two")])]
+    path = tmp_path / name
+    rows = [json.loads(line) for line in gzip.decompress(path.read_bytes()).decode().splitlines()]
+    reordered = [json.dumps(dict(reversed(list(row.items())))) for row in rows]
+    path.write_bytes(gzip.compress(("\n".join(reordered) + "\n").encode()))
+    assert {u: d.title for u, d in store.documents_by_url(["http://a/2", "http://a/3"]).items()} == {
+        "http://a/2": "two"
+    }
