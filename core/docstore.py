@@ -1,4 +1,4 @@
-"""The docstore: parsed documents as append-only Parquet segments with a manifest.
+"""The docstore: parsed documents as append-only segments (Parquet or gzip JSON lines) with a manifest.
 
 This is the seam between the crawler (the only writer) and index building (a
 reader): neither imports the other. Segments are immutable, so a reader can tail the
@@ -98,7 +98,7 @@ def document_schema() -> pl.Schema:
 
 
 class DocStore:
-    """Append-only Parquet segments of ``Document`` records under ``root``.
+    """Append-only segments of ``Document`` records under ``root`` (Parquet, or row segments).
 
     With ``worker``, this store writes its segments and manifest in ``root/<worker>/``,
     so crawl workers sharing one directory never write the same file; reading always
