@@ -41,7 +41,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from core.atomic import write_text, write_with
-from core.rowsegments import ROW_SUFFIX, is_row_segment, iter_lines, read_frame, write_rows
+from core.rowsegments import ROW_SUFFIX, SEGMENT_SUFFIX, is_row_segment, iter_lines, read_segment, write_rows
 from core.types import DocId, Document
 
 if TYPE_CHECKING:
@@ -52,7 +52,7 @@ logger = logging.getLogger(__name__)
 __all__ = ["DocStore", "document_schema"]
 
 MANIFEST = "segments.json"
-_SEGMENT = re.compile(r"^seg-(\d{6,})\.(?:parquet|ndjson\.gz)$")
+_SEGMENT = re.compile(r"^seg-(\d{6,})" + SEGMENT_SUFFIX)
 _FORMAT = 1
 _APPEND_LOCK = ".append.lock"
 """Beside a folder's segments: held while a segment and its manifest entry are written."""
@@ -175,13 +175,7 @@ class DocStore:
 
     def _read(self, segment: str, columns: Sequence[str] | None = None) -> pl.DataFrame:
         """A segment's rows (only ``columns`` when given), in either format, typed alike."""
-        path = self.root / segment
-        if is_row_segment(segment):
-            return read_frame(path, document_schema(), columns)
-        import polars as pl
-
-        frame = pl.read_parquet(path, columns=list(columns) if columns is not None else None)
-        return frame.cast({name: document_schema()[name] for name in frame.columns})
+        return read_segment(self.root / segment, document_schema(), columns)
 
     def _latest_positions(self, segments: Sequence[str] | None = None) -> dict[int, tuple[int, int]]:
         """doc_id → (segment index in ``segments``, row) of its latest version (module doc)."""

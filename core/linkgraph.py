@@ -25,7 +25,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from core.atomic import write_with
-from core.rowsegments import ROW_SUFFIX, is_row_segment, read_frame, write_rows
+from core.rowsegments import ROW_SUFFIX, SEGMENT_SUFFIX, is_row_segment, read_segment, write_rows
 
 if TYPE_CHECKING:
     import polars as pl
@@ -34,7 +34,7 @@ logger = logging.getLogger(__name__)
 
 __all__ = ["Edge", "LinkGraphStore", "anchors_by_target", "edge_schema"]
 
-_EDGES = re.compile(r"^edges-(\d{6,})\.(?:parquet|ndjson\.gz)$")
+_EDGES = re.compile(r"^edges-(\d{6,})" + SEGMENT_SUFFIX)
 
 
 @cache
@@ -116,11 +116,7 @@ class LinkGraphStore:
         files = self.files()
         if not files:
             return pl.DataFrame(schema=edge_schema())
-        frames = [
-            read_frame(path, edge_schema()) if is_row_segment(path.name) else pl.read_parquet(path)
-            for path in files
-        ]
-        return pl.concat(frames, how="vertical")
+        return pl.concat([read_segment(path, edge_schema()) for path in files], how="vertical")
 
 
 def _edge_files(folder: Path) -> list[Path]:

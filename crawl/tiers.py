@@ -93,8 +93,9 @@ def load_importance(data_dir: Path) -> tuple[dict[str, float], dict[str, int]]:
     inlinks: dict[str, int] = {}
     from core.linkgraph import LinkGraphStore
 
-    if crawl.links.exists() and LinkGraphStore(crawl.links).files():
-        counts = LinkGraphStore(crawl.links).read_edges().group_by("dst_url").len()
+    links = LinkGraphStore(crawl.links)
+    if links.files():
+        counts = links.read_edges().group_by("dst_url").len()
         inlinks = dict(zip(counts["dst_url"].to_list(), counts["len"].to_list(), strict=True))
     return {}, inlinks
 

@@ -51,6 +51,7 @@ from core.deletions import DeletionLog, Removal, is_removed
 from core.docstore import MANIFEST, DocStore
 from core.errors import IndexStateError
 from core.linkgraph import LinkGraphStore, anchors_by_target
+from core.rowsegments import SEGMENT_SUFFIX
 from core.types import DocId, Document
 from retrieval import freshness_metrics, layout
 from retrieval.build import shard_of
@@ -71,7 +72,7 @@ logger = logging.getLogger(__name__)
 
 __all__ = ["Cursor", "IncrementalIndexer", "StepReport"]
 
-_NUMBER = re.compile(r"(\d+)\.(?:parquet|ndjson\.gz)$")
+_NUMBER = re.compile(r"(\d+)" + SEGMENT_SUFFIX)
 
 
 def _position(segment: str) -> tuple[str, int]:
