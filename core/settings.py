@@ -83,8 +83,12 @@ class EmbedSettings(BaseModel):
     """auto: ONNX Runtime int8 (per-channel weights, 3.5x torch fp32) when it passes its
     self-check against fp32, else torch. onnx-int8: that or an error. torch: never ONNX."""
     precision: Literal["auto", "fp32", "bf16"] = "auto"
-    """Torch backend only. auto: bf16 autocast when the CPU has AVX-512 BF16/AMX and agrees
-    with fp32, else fp32."""
+    """Torch backend only. auto: bf16 autocast when the CPU has AVX-512 BF16/AMX (or the
+    model runs on a GPU) and agrees with fp32, else fp32."""
+    device: Literal["auto", "cpu", "cuda"] = "auto"
+    """Where the torch backend runs. auto: a CUDA GPU when torch sees one (and then
+    backend auto means torch there, not ONNX int8 on the CPU), else the CPU. cuda: the GPU
+    or a load error. ONNX int8 always runs on the CPU."""
     onnx_cache_dir: Path | None = None
     """Where the exported int8 models live, one folder per weights hash; None:
     ``$XDG_CACHE_HOME/trawl/onnx``."""
@@ -232,6 +236,8 @@ class RankSettings(BaseModel):
     """Language assumed wanted by queries without ``lang:`` (the ``lang_match`` feature)."""
     reranker_model: Path | None = None
     """A ``trawl train reranker`` output directory: serves the ``ltr+ce`` stage; None: off."""
+    reranker_device: Literal["auto", "cpu", "cuda"] = "auto"
+    """Where the cross-encoder runs: as ``embed.device`` (auto: a CUDA GPU when torch sees one)."""
     reranker_top_n: int = Field(20, ge=2, le=200)
     """How many of the LTR stage's top documents the cross-encoder reorders."""
     reranker_weight: float = Field(0.2, ge=0, le=1)

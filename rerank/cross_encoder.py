@@ -31,6 +31,7 @@ from numpy.typing import NDArray
 from core.errors import ModelLoadError
 from core.types import DocId, Query, ScoredDoc
 from rerank.model_card import CARD_FILE, CardFormat, read_card
+from retrieval.embed import Device, resolve_device
 from retrieval.hybrid import Candidate
 from retrieval.lexical import StoredDoc
 from retrieval.ranking import RankContext, RankOutput, RankStage
@@ -74,11 +75,13 @@ class CrossEncoderReranker:
         max_length: int | None = None,
         threads: int | None = 1,
         seed: int = 0,
+        device: Device = "auto",
     ) -> Self:
         """Load a fine-tuned reranker, or a bare BERT checkpoint (its new head seeded by ``seed``).
 
         ``threads`` sets torch's intra-op threads (1 at serving: one query's 20 pairs
         are too small to gain from more, and the server runs queries in parallel).
+        ``device``: as the embedder's (:func:`retrieval.embed.resolve_device`).
         """
         import torch
         from sentence_transformers import CrossEncoder
@@ -93,10 +96,11 @@ class CrossEncoderReranker:
         if threads is not None:
             torch.set_num_threads(threads)
         length = max_length or int(card.get("max_length", DEFAULT_MAX_LENGTH))
+        where = resolve_device(device)
         torch.manual_seed(seed)
         try:
             model = CrossEncoder(
-                str(directory), num_labels=1, max_length=length, device="cpu", local_files_only=True
+                str(directory), num_labels=1, max_length=length, device=where, local_files_only=True
             )
         except (OSError, ValueError) as exc:
             raise ModelLoadError(str(directory), f"not a loadable checkpoint: {exc}") from exc
@@ -116,7 +120,7 @@ class CrossEncoderReranker:
             truncation="longest_first",
             max_length=self.max_length,
             return_tensors="pt",
-        )
+        ).to(self.model.model.device)
         return self.model.model(**tokens).logits.view(-1)
 
     def score(self, query_text: str, texts: Sequence[str]) -> NDArray[np.float32]:
@@ -130,7 +134,7 @@ class CrossEncoderReranker:
         with torch.inference_mode():
             for start in range(0, len(texts), self.batch_size):
                 batch = texts[start : start + self.batch_size]
-                out.append(self.logits([query_text] * len(batch), batch).float().numpy())
+                out.append(self.logits([query_text] * len(batch), batch).float().cpu().numpy())
         return np.concatenate(out).astype(np.float32)
 
 

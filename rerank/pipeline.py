@@ -65,7 +65,7 @@ def serving_stages(settings: Settings, *, bases: Sequence[Path] | None = None) -
         else:
             from rerank.cross_encoder import CrossEncoderReranker, CrossEncoderStage
 
-            reranker = CrossEncoderReranker.load(rank.reranker_model)
+            reranker = CrossEncoderReranker.load(rank.reranker_model, device=rank.reranker_device)
             logger.info("serving cross-encoder %s from %s", reranker.model_id, rank.reranker_model)
             stages["ltr+ce"] = CrossEncoderStage(
                 ltr, reranker, top_n=rank.reranker_top_n, weight=rank.reranker_weight

@@ -16,6 +16,10 @@ Why it looks like this:
 - With torch, on CPUs with AVX-512 BF16 or AMX, bf16 autocast is ~2.8x faster with
   cosine 0.9999 to fp32 (``PERFORMANCE.md``). It is used only when the CPU has the flags *and* a
   calibration set agrees with fp32 at cosine >= 0.999; otherwise fp32.
+- On a machine with a CUDA GPU (``device``: ``auto`` finds one, ``cuda`` insists) the
+  torch backend runs there, in bf16 when the same calibration check passes, else fp32;
+  ONNX int8 is a CPU optimisation and is skipped when ``backend`` is ``auto``. GPU bf16
+  vectors share the torch id: they pass the check fp32/bf16 on a CPU passes.
 - Vectors are normalized here, in float32, so inner product is cosine.
 - ``model_id`` (name + hash of the weights, + ``+onnx-int8`` for the int8 model) goes
   with every vector set: vectors from different weights or variants must never be
@@ -52,6 +56,7 @@ logger = logging.getLogger(__name__)
 Vector = NDArray[np.float32]
 Precision = Literal["auto", "fp32", "bf16"]
 Backend = Literal["auto", "onnx-int8", "torch"]
+Device = Literal["auto", "cpu", "cuda"]
 
 MODEL_NAME = "all-MiniLM-L6-v2"
 BF16_MIN_COSINE = 0.999
@@ -156,6 +161,32 @@ def configure_threads(torch_threads: int | None = None, *, blas_threads: int = 1
     return torch_threads
 
 
+def resolve_device(wanted: Device) -> Literal["cpu", "cuda"]:
+    """Where torch models run: ``cpu``; ``cuda`` only where torch sees a CUDA device.
+
+    ``auto`` takes a GPU when there is one and quietly stays on the CPU otherwise;
+    ``cuda`` is a demand, so its absence is a configuration error, not a silent 30×
+    slowdown.
+    """
+    if wanted == "cpu":
+        return "cpu"
+    try:
+        import torch
+    except ImportError as exc:  # torch is a dependency, but an install can lack it
+        if wanted == "cuda":
+            raise ModelLoadError("cuda", f"torch cannot be imported ({exc})") from exc
+        return "cpu"
+    if torch.cuda.is_available():
+        return "cuda"
+    if wanted == "cuda":
+        raise ModelLoadError(
+            "cuda",
+            "device 'cuda' was asked for but torch sees no CUDA device (torch.cuda.is_available() "
+            "is False, torch " + torch.__version__ + "); set TRAWL_EMBED__DEVICE=auto or cpu",
+        )
+    return "cpu"
+
+
 def passages(title: str, body: str, *, words: int, stride: int) -> list[str]:
     """Title-prefixed windows of ``words`` words every ``stride`` words.
 
@@ -217,6 +248,7 @@ class Embedder:
         onnx_batch_size: int = 1,
         onnx_min_mean_cosine: float = 0.99,
         onnx_min_cosine: float = 0.95,
+        device: Device = "auto",
     ) -> None:
         os.environ["HF_HUB_OFFLINE"] = "1"
         os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
@@ -235,6 +267,11 @@ class Embedder:
         self._onnx: OnnxEncoder | None = None
         self.fallback_reason: str | None = None
         """Why ONNX int8 is not used (None when it is, or when torch was asked for)."""
+        self.device: Literal["cpu", "cuda"] = "cpu" if backend == "onnx-int8" else resolve_device(device)
+        """Where the torch backend runs (ONNX int8 always runs on the CPU)."""
+        if backend == "auto" and self.device == "cuda":
+            backend = "torch"
+            self.fallback_reason = "a CUDA device is present: torch on the GPU"
         if backend != "torch":
             self._onnx, self.fallback_reason = self._load_onnx(
                 base_id, onnx_cache_dir or default_cache_dir(), onnx_min_mean_cosine, onnx_min_cosine
@@ -255,12 +292,13 @@ class Embedder:
             self.model_id = base_id
             self.precision = self._choose_precision(precision)
         logger.info(
-            "embedder %s loaded: dim=%d max_seq=%d backend=%s precision=%s threads=%d",
+            "embedder %s loaded: dim=%d max_seq=%d backend=%s precision=%s device=%s threads=%d",
             self.model_id,
             self.dim,
             max_seq_length,
             self.backend,
             self.precision,
+            self.device if self.backend == "torch" else "cpu",
             self._threads,
         )
 
@@ -297,6 +335,7 @@ class Embedder:
             "onnx_batch_size": s.onnx_batch_size,
             "onnx_min_mean_cosine": s.onnx_min_mean_cosine,
             "onnx_min_cosine": s.onnx_min_cosine,
+            "device": s.device,
         }
         try:
             return cls(model_path, backend=backend, **kwargs)
@@ -319,7 +358,7 @@ class Embedder:
             # twice through the demo's progress display; the load takes well under a second.
             transformers_logging.disable_progress_bar()  # type: ignore[no-untyped-call]
             try:
-                model = SentenceTransformer(str(self.model_path), device="cpu", local_files_only=True)
+                model = SentenceTransformer(str(self.model_path), device=self.device, local_files_only=True)
             except Exception as exc:  # noqa: BLE001 - any loader failure is a model problem
                 raise ModelLoadError(str(self.model_path), str(exc)) from exc
             model.max_seq_length = self.max_seq_length
@@ -363,7 +402,7 @@ class Embedder:
     def _choose_precision(self, wanted: Precision) -> Literal["fp32", "bf16"]:
         if wanted == "fp32":
             return "fp32"
-        if wanted == "auto" and not cpu_supports_bf16():
+        if wanted == "auto" and self.device == "cpu" and not cpu_supports_bf16():
             logger.info("CPU lacks avx512_bf16/amx_bf16: embedding in fp32")
             return "fp32"
         reference = self._encode(list(CALIBRATION_TEXTS), "fp32")
@@ -382,7 +421,8 @@ class Embedder:
         model = self._torch()
         if not texts:
             return np.zeros((0, int(model.get_embedding_dimension() or 0)), dtype=np.float32)
-        with torch.inference_mode(), torch.autocast("cpu", dtype=torch.bfloat16, enabled=precision == "bf16"):
+        enabled = precision == "bf16"
+        with torch.inference_mode(), torch.autocast(self.device, dtype=torch.bfloat16, enabled=enabled):
             out = model.encode(
                 texts,
                 batch_size=self.batch_size,

@@ -133,7 +133,8 @@ def fine_tune(
         for start in range(0, len(order), params.batch_size):
             batch = [pairs[i] for i in order[start : start + params.batch_size]]
             logits = reranker.logits([p[0] for p in batch], [p[1] for p in batch])
-            loss = loss_fn(logits, torch.tensor([p[2] for p in batch], dtype=logits.dtype))
+            labels = torch.tensor([p[2] for p in batch], dtype=logits.dtype, device=logits.device)
+            loss = loss_fn(logits, labels)
             optimizer.zero_grad()
             loss.backward()
             torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)

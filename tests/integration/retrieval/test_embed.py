@@ -9,9 +9,12 @@ import re
 
 import numpy as np
 import pytest
+from pydantic import ValidationError
 
+from core.errors import ModelLoadError
+from core.settings import Settings
 from core.types import DocId
-from retrieval.embed import Embedder, passages
+from retrieval.embed import Embedder, passages, resolve_device
 from retrieval.vector import VectorShard
 
 
@@ -93,3 +96,41 @@ def test_a_match_at_the_end_of_a_long_document_is_found(embedder: Embedder) -> N
     hits = shard.search(embedder.encode_query("boundary layer separation at the trailing edge"), 3)
     assert hits[0].doc_id == DocId(1)
     assert shard.search_exact(embedder.encode_query("boundary layer separation"), 1)[0].doc_id == 1
+
+
+def _has_cuda() -> bool:
+    import torch
+
+    return bool(torch.cuda.is_available())
+
+
+def test_device_auto_takes_a_gpu_only_where_torch_sees_one() -> None:
+    assert resolve_device("cpu") == "cpu"
+    assert resolve_device("auto") == ("cuda" if _has_cuda() else "cpu")
+
+
+def test_device_cuda_without_a_gpu_is_a_load_error_that_says_what_to_set() -> None:
+    if _has_cuda():
+        assert resolve_device("cuda") == "cuda"
+        return
+    with pytest.raises(ModelLoadError, match="TRAWL_EMBED__DEVICE=auto or cpu"):
+        resolve_device("cuda")
+    with pytest.raises(ModelLoadError, match="no CUDA device"):
+        Embedder(backend="torch", device="cuda")
+
+
+def test_auto_backend_on_the_cpu_keeps_its_backend_choice(embedder: Embedder) -> None:
+    # A GPU makes backend auto mean torch there; without one the CPU rules stand.
+    assert embedder.device == ("cuda" if _has_cuda() else "cpu")
+    onnx_only = Embedder(backend="onnx-int8", device="cuda" if _has_cuda() else "auto")
+    assert onnx_only.backend == "onnx-int8" and onnx_only.device == "cpu"
+
+
+def test_embed_device_setting_is_read_from_the_environment(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("TRAWL_EMBED__DEVICE", "cpu")
+    monkeypatch.setenv("TRAWL_RANK__RERANKER_DEVICE", "cuda")
+    settings = Settings()
+    assert settings.embed.device == "cpu" and settings.rank.reranker_device == "cuda"
+    monkeypatch.setenv("TRAWL_EMBED__DEVICE", "gpu")
+    with pytest.raises(ValidationError, match="device"):
+        Settings()

@@ -204,3 +204,26 @@ def test_a_folds_blend_weight_is_chosen_without_its_own_queries() -> None:
         1.0: {"a": {"ndcg@10": 0.9}, "b": {"ndcg@10": 0.9}, "c": {"ndcg@10": 0.5}, "d": {"ndcg@10": 0.5}},
     }
     assert choose_weights(splits, per_query) == {0: 0.0, 1: 1.0}
+
+
+def test_reranker_on_a_missing_gpu_is_a_load_error() -> None:
+    import torch
+
+    from core.errors import ModelLoadError
+    from retrieval.embed import default_model_path
+
+    if torch.cuda.is_available():
+        loaded = CrossEncoderReranker.load(default_model_path(), seed=0, device="cuda")
+        assert loaded.model.model.device.type == "cuda"
+        return
+    with pytest.raises(ModelLoadError, match="no CUDA device"):
+        CrossEncoderReranker.load(default_model_path(), seed=0, device="cuda")
+
+
+def test_reranker_scores_alike_on_cpu_and_auto(reranker: CrossEncoderReranker) -> None:
+    from retrieval.embed import default_model_path
+
+    texts = [document_text(t, b) for t, b in BODIES.values()]
+    on_cpu = CrossEncoderReranker.load(default_model_path(), seed=0, device="cpu")
+    assert on_cpu.model.model.device.type == "cpu"
+    np.testing.assert_allclose(on_cpu.score(QUERY, texts), reranker.score(QUERY, texts), atol=1e-3)
