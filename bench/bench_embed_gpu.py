@@ -11,9 +11,11 @@ the other, on the same passages (title + 160-word windows, max_seq_length 256):
 
 - encoding throughput, passages/s: the peer is bare ``SentenceTransformer.encode`` fp32
   on the GPU; ours is :class:`retrieval.embed.Embedder` with ``device=cuda`` (torch,
-  bf16 where the calibration check passes) at the settings' batch size (32) and at 256;
+  bf16 where the calibration check passes) at batches of 32, 256 and 1,024 (the GPU default);
   beside them the CPU paths of this same machine (ONNX int8 over all its cores: the
   default backend; torch fp32 on a sample);
+- the tokenizer alone, with Hugging Face tokenizers' parallelism off (as the CLI runs
+  it) and on (as the embedder turns it on for a GPU): the CPU-side floor of the GPU rows;
 - agreement: cosine of the GPU vectors to torch fp32 on the CPU, mean and minimum;
 - query encoding latency, one query at a time (a serving process), GPU against ONNX
   int8 at one CPU thread;
@@ -38,6 +40,7 @@ from pathlib import Path
 from typing import Any
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
+os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")  # as the CLI sets it (cli/main.py)
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 import numpy as np  # noqa: E402
@@ -135,9 +138,24 @@ def main() -> int:
         len(texts),
     )
     peer_vectors = normalize(peer_vectors)
+    tokenizer = peer.tokenizer
+
+    def tokenize_all() -> None:
+        for start in range(0, len(texts), 256):
+            tokenizer(
+                texts[start : start + 256], padding=True, truncation=True, max_length=256, return_tensors="pt"
+            )
+
     rows.append(
         {"row": f"peer: SentenceTransformer.encode fp32, {args.device}, batch 32", "passages_s": peer_rate}
     )
+    for parallel in ("false", "true"):
+        os.environ["TOKENIZERS_PARALLELISM"] = parallel
+        tokens_rate, _ = rate(tokenize_all, len(texts))
+        rows.append(
+            {"row": f"tokenizer alone, batches of 256, parallelism {parallel}", "passages_s": tokens_rate}
+        )
+    os.environ["TOKENIZERS_PARALLELISM"] = "false"
     del peer
     torch.cuda.empty_cache()
 
@@ -146,13 +164,22 @@ def main() -> int:
     cpu_rate, reference = rate(lambda: cpu_torch.encode(sample), len(sample), repeat=1)
     rows.append({"row": f"torch fp32, CPU ({cpus} threads)", "passages_s": cpu_rate})
 
-    for batch in (32, 256):
-        ours = Embedder(model_path, backend="auto", device=args.device, batch_size=batch, query_cache_size=0)
+    for batch in (32, 256, 1024):
+        os.environ["TOKENIZERS_PARALLELISM"] = "false"
+        ours = Embedder(
+            model_path,
+            backend="auto",
+            device=args.device,
+            gpu_batch_size=batch,
+            batch_size=batch,
+            query_cache_size=0,
+        )
         ours_rate, vectors = rate(functools.partial(ours.encode, texts), len(texts))
         mean, worst = agreement(vectors[: len(sample)], reference)
         rows.append(
             {
-                "row": f"ours: Embedder {ours.backend} {ours.precision}, {ours.device}, batch {batch}",
+                "row": f"ours: Embedder {ours.backend} {ours.precision}, {ours.device}, batch {batch}"
+                + f", tokenizer parallelism {os.environ['TOKENIZERS_PARALLELISM']}",
                 "passages_s": ours_rate,
                 "cosine_to_cpu_fp32_mean": mean,
                 "cosine_to_cpu_fp32_min": worst,
@@ -160,6 +187,7 @@ def main() -> int:
             }
         )
         gpu = ours
+    os.environ["TOKENIZERS_PARALLELISM"] = "false"
     peer_mean, peer_min = agreement(peer_vectors[: len(sample)], reference)
     rows[0]["cosine_to_cpu_fp32_mean"], rows[0]["cosine_to_cpu_fp32_min"] = peer_mean, peer_min
 
@@ -221,6 +249,8 @@ def main() -> int:
             f"{row['cosine_to_cpu_fp32_mean']:.5f} / {row['cosine_to_cpu_fp32_min']:.5f}"
             if "cosine_to_cpu_fp32_mean" in row
             else "(reference)"
+            if row["row"].startswith("torch fp32, CPU")
+            else "—"
         )
         lines.append(
             f"| {row['row']} | {row['passages_s']:.0f} | {row['passages_s'] / peer_rate:.2f} | {agree} |"

@@ -237,6 +237,7 @@ class Embedder:
         model_path: Path | None = None,
         *,
         batch_size: int = 32,
+        gpu_batch_size: int = 1024,
         max_seq_length: int = 256,
         passage_words: int = 160,
         passage_stride: int = 120,
@@ -255,6 +256,7 @@ class Embedder:
         limit_blas()
         self.model_path = Path(model_path) if model_path is not None else default_model_path()
         self.batch_size = batch_size
+        self.gpu_batch_size = gpu_batch_size
         self.max_seq_length = max_seq_length
         self.passage_words = passage_words
         self.passage_stride = passage_stride
@@ -272,6 +274,12 @@ class Embedder:
         if backend == "auto" and self.device == "cuda":
             backend = "torch"
             self.fallback_reason = "a CUDA device is present: torch on the GPU"
+        if self.device == "cuda" and backend == "torch":
+            # The CLI turns Hugging Face tokenizers' thread pool off (on a CPU it fights
+            # torch's threads for the cores); on a GPU the single-threaded tokenizer is
+            # what bounds encoding (1,368 passages/s alone against 2,854 with its pool on
+            # an H200's 16 CPUs, bench/results/embed-gpu.md), so this process turns it on.
+            os.environ["TOKENIZERS_PARALLELISM"] = "true"
         if backend != "torch":
             self._onnx, self.fallback_reason = self._load_onnx(
                 base_id, onnx_cache_dir or default_cache_dir(), onnx_min_mean_cosine, onnx_min_cosine
@@ -325,6 +333,7 @@ class Embedder:
         backend: Backend = s.backend if for_model_id is None else variant_of(for_model_id)
         kwargs: dict[str, Any] = {
             "batch_size": s.batch_size,
+            "gpu_batch_size": s.gpu_batch_size,
             "max_seq_length": s.max_seq_length,
             "passage_words": s.passage_words,
             "passage_stride": s.passage_stride,
@@ -425,7 +434,7 @@ class Embedder:
         with torch.inference_mode(), torch.autocast(self.device, dtype=torch.bfloat16, enabled=enabled):
             out = model.encode(
                 texts,
-                batch_size=self.batch_size,
+                batch_size=self.gpu_batch_size if self.device == "cuda" else self.batch_size,
                 convert_to_tensor=True,
                 normalize_embeddings=False,
                 show_progress_bar=False,

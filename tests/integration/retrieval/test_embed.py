@@ -134,3 +134,12 @@ def test_embed_device_setting_is_read_from_the_environment(monkeypatch: pytest.M
     monkeypatch.setenv("TRAWL_EMBED__DEVICE", "gpu")
     with pytest.raises(ValidationError, match="device"):
         Settings()
+
+
+def test_tokenizer_threads_are_turned_on_only_for_a_gpu(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("TOKENIZERS_PARALLELISM", "false")
+    on_cpu = Embedder(backend="torch", device="cpu", query_cache_size=0)
+    assert on_cpu.device == "cpu" and os.environ["TOKENIZERS_PARALLELISM"] == "false"
+    if _has_cuda():
+        Embedder(backend="torch", device="cuda", query_cache_size=0)
+        assert os.environ["TOKENIZERS_PARALLELISM"] == "true"
