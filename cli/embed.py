@@ -172,7 +172,9 @@ def _embed(
         target = resolve_index(index)
     with console.status("loading the embedding model…"):
         embedder = Embedder.from_settings(settings.embed)
-    console.print(f"model {embedder.model_id} ({embedder.precision}) → {target} on {job.engine}")
+    where = embedder.device if embedder.backend == "torch" else "cpu"
+    model = f"{embedder.model_id} ({embedder.backend} {embedder.precision} on {where})"
+    console.print(f"model {model} → {target} on {job.engine}")
     encode = None
     if job.is_ray:
         from retrieval.ray_jobs import ray_encoder
