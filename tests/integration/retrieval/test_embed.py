@@ -149,35 +149,33 @@ def test_tokenizer_threads_are_turned_on_only_for_a_gpu(monkeypatch: pytest.Monk
         assert os.environ["TOKENIZERS_PARALLELISM"] == "true"
 
 
+def _trawl_embed(index: Path, env: dict[str, str]) -> tuple[int, str]:
+    """``trawl embed --index`` in a fresh process: its exit status and its output, whitespace-folded."""
+    result = subprocess.run(
+        [sys.executable, "-m", "cli.main", "embed", "--index", str(index)],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+    return result.returncode, " ".join((result.stdout + result.stderr).split())
+
+
 def test_trawl_embed_names_the_device_setting_when_it_cannot_be_met(tmp_path: Path) -> None:
     root = IndexRoot(tmp_path / "index")
     docs = [Document(DocId(i), f"beir://t/{i}", f"Title {i}", f"body text {i} about wings") for i in range(3)]
     root.publish(root.build(docs, shards=1))
     env = {**os.environ, "TRAWL_EMBED__DEVICE": "cuda", "HF_HUB_OFFLINE": "1"}
     env["TRAWL_EMBED__ONNX_CACHE_DIR"] = str(tmp_path / "onnx")
-    result = subprocess.run(
-        [sys.executable, "-m", "cli.main", "embed", "--index", str(root.root)],
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=600,
-    )
-    output = " ".join((result.stdout + result.stderr).split())
+    returncode, output = _trawl_embed(root.root, env)
     if _has_cuda():
-        assert result.returncode == 0, output
+        assert returncode == 0, output
         assert "(torch bf16 on cuda)" in output or "(torch fp32 on cuda)" in output
         return
-    assert result.returncode == 2, output
+    assert returncode == 2, output
     assert "TRAWL_EMBED__DEVICE=auto or cpu" in output and "Traceback" not in output
     # The same command on the CPU embeds the three documents and says where it ran.
     env["TRAWL_EMBED__DEVICE"] = "cpu"
-    result = subprocess.run(
-        [sys.executable, "-m", "cli.main", "embed", "--index", str(root.root)],
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=600,
-    )
-    output = " ".join((result.stdout + result.stderr).split())
-    assert result.returncode == 0, output
+    returncode, output = _trawl_embed(root.root, env)
+    assert returncode == 0, output
     assert "(onnx-int8 int8 on cpu)" in output and "3 documents" in output
