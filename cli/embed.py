@@ -172,8 +172,7 @@ def _embed(
         target = resolve_index(index)
     with console.status("loading the embedding model…"):
         embedder = Embedder.from_settings(settings.embed)
-    where = embedder.device if embedder.backend == "torch" else "cpu"
-    model = f"{embedder.model_id} ({embedder.backend} {embedder.precision} on {where})"
+    model = f"{embedder.model_id} ({embedder.backend} {embedder.precision} on {embedder.device})"
     console.print(f"model {model} → {target} on {job.engine}")
     encode = None
     if job.is_ray:

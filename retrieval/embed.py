@@ -182,7 +182,8 @@ def resolve_device(wanted: Device) -> Literal["cpu", "cuda"]:
         raise ModelLoadError(
             "cuda",
             "device 'cuda' was asked for but torch sees no CUDA device (torch.cuda.is_available() "
-            "is False, torch " + torch.__version__ + "); set TRAWL_EMBED__DEVICE=auto or cpu",
+            "is False, torch " + torch.__version__ + "); set TRAWL_EMBED__DEVICE=auto or cpu "
+            "(TRAWL_RANK__RERANKER_DEVICE for the cross-encoder)",
         )
     return "cpu"
 
@@ -270,7 +271,7 @@ class Embedder:
         self.fallback_reason: str | None = None
         """Why ONNX int8 is not used (None when it is, or when torch was asked for)."""
         self.device: Literal["cpu", "cuda"] = "cpu" if backend == "onnx-int8" else resolve_device(device)
-        """Where the torch backend runs (ONNX int8 always runs on the CPU)."""
+        """Where the encoder runs: ONNX int8 always on the CPU, torch where ``device`` resolves."""
         if backend == "auto" and self.device == "cuda":
             backend = "torch"
             self.fallback_reason = "a CUDA device is present: torch on the GPU"
@@ -306,7 +307,7 @@ class Embedder:
             max_seq_length,
             self.backend,
             self.precision,
-            self.device if self.backend == "torch" else "cpu",
+            self.device,
             self._threads,
         )
 
