@@ -79,6 +79,11 @@ class FetchResult:
     address: str = ""
     request_headers: dict[str, str] = field(default_factory=dict)
     http_version: str = "HTTP/1.1"
+    raw_headers: tuple[tuple[bytes, bytes], ...] = ()
+    """The response's header lines as they came (names in their case, values as bytes),
+    for the WARC record; ``headers`` is what the crawler reads."""
+    reason_phrase: bytes = b""
+    """The status line's reason phrase as sent (``b""``: the standard one is written)."""
     fetched_at: float = 0.0
     """When the request that got this response was sent (Unix seconds), not when the answer
     was read: the content is at least as new as this, so a change the server made while a
@@ -343,5 +348,7 @@ class Fetcher:
             address=address,
             request_headers=headers,
             http_version=response.http_version,
+            raw_headers=tuple(response.headers.raw),
+            reason_phrase=response.extensions.get("reason_phrase", b""),
             fetched_at=sent_at,
         )

@@ -168,6 +168,43 @@ def test_responses_keep_the_wire_payload_and_a_recrawl_writes_revisits_only(
         assert h["WARC-Payload-Digest"] == original["WARC-Payload-Digest"]
 
 
+async def _odd_headers(request: Request) -> Response:
+    # Latin-1 bytes in a value with a ';' (warcio's record builder raised on it, which
+    # stopped every later WARC write of the crawl) and a non-standard reason phrase.
+    response = Response(
+        html_page("Odd", prose(205)), media_type="text/html", headers={"x-note": "caf\u00e9; a=\u00e9"}
+    )
+    return response
+
+
+def test_header_lines_are_archived_as_they_came_and_odd_bytes_stop_nothing(tmp_path: Path) -> None:
+    site = Site()
+    site.page("/", html_page("Home", prose(206), links=[("/odd", "o"), ("/after", "a")]))
+    site.routes["/odd"] = _odd_headers
+    site.page("/after", html_page("After", prose(207)))
+    running = HostServer(site, "127.0.0.16").start()
+    try:
+        _crawl(tmp_path, running, recrawl=False)
+        files = sorted(CrawlDir(tmp_path).warc.rglob("*.warc.gz"))
+        _warcio_check(files)
+        blocks = {}
+        for path in files:
+            with path.open("rb") as stream:
+                for record in ArchiveIterator(stream):
+                    if record.rec_type == "response":
+                        uri = record.rec_headers.get_header("WARC-Target-URI")
+                        blocks[uri] = record.http_headers
+        assert set(blocks) >= {running.url("/"), running.url("/odd"), running.url("/after")}
+        # warcio parses the line as text; the bytes on disk are the ones the server sent.
+        raw = b"".join(gzip.open(path).read() for path in files)
+        assert b"\r\nx-note: caf\xe9; a=\xe9\r\n" in raw
+        assert blocks[running.url("/odd")].get_statuscode() == "200"
+        indexed = {d.url for d in DocStore(CrawlDir(tmp_path).docs).iter_documents()}
+        assert {running.url("/odd"), running.url("/after")} <= indexed
+    finally:
+        running.stop()
+
+
 def test_reprocess_decodes_the_wire_payloads(server: HostServer, tmp_path: Path) -> None:
     _crawl(tmp_path, server, recrawl=False)
     crawled = {d.url: d.body for d in DocStore(CrawlDir(tmp_path).docs).iter_documents()}
