@@ -198,6 +198,8 @@ class WarcSink:
         self._prefix = prefix
         self._serial = 0
         self._file: io.BufferedWriter | None = None
+        self._written = 0
+        """Bytes written to ``_file``: what ``tell()`` says, without its ``lseek`` per exchange."""
         self.records = 0
         self.revisits = 0
         # Records are written on the caller's thread (the event loop): a writer thread
@@ -214,7 +216,7 @@ class WarcSink:
         """A failed write may leave a torn record: no record is appended after it."""
 
     def _open(self) -> io.BufferedWriter:
-        if self._file is not None and self._file.tell() < self._max_file_bytes:
+        if self._file is not None and self._written < self._max_file_bytes:
             return self._file
         self._close_file()
         stamp = time.strftime("%Y%m%d%H%M%S", time.gmtime())
@@ -223,6 +225,7 @@ class WarcSink:
             path = self._folder / f"{self._prefix}-{stamp}-{os.getpid()}-{self._serial:05d}.warc.gz"
             try:
                 self._file = open(path, "xb")
+                self._written = 0
                 break
             except FileExistsError:
                 continue
@@ -304,8 +307,8 @@ class WarcSink:
         )
         # One gzip member per record: a reader can seek to either.
         wbits = zlib.MAX_WBITS | 16
-        out.write(zlib.compress(response, self._gzip_level, wbits=wbits))
-        out.write(zlib.compress(request, self._gzip_level, wbits=wbits))
+        self._written += out.write(zlib.compress(response, self._gzip_level, wbits=wbits))
+        self._written += out.write(zlib.compress(request, self._gzip_level, wbits=wbits))
         self.records += 2
 
     def flush(self) -> None:

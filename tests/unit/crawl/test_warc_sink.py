@@ -148,3 +148,15 @@ def test_after_a_failed_write_nothing_is_written_and_flush_raises(tmp_path: Path
         sink.flush()
     sink.close()
     assert list(folder.iterdir()) == []
+
+
+def test_a_file_is_closed_once_it_passes_max_file_bytes(tmp_path: Path) -> None:
+    with WarcSink(tmp_path, max_file_bytes=2500) as sink:
+        for i in range(12):
+            sink.write(_result(i))
+    sizes = [path.stat().st_size for path in sorted(tmp_path.glob("*.warc.gz"))]
+    exchange = max(sizes[-1], min(sizes))  # no file holds less than one exchange
+    assert len(sizes) > 1
+    assert all(size >= 2500 for size in sizes[:-1]), sizes
+    assert all(size < 2500 + exchange for size in sizes), sizes
+    assert sorted(_response_urls(tmp_path)) == sorted(_result(i).url for i in range(12))
