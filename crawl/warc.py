@@ -42,13 +42,13 @@ from datetime import datetime
 from http import HTTPStatus
 from pathlib import Path
 from types import TracebackType
-
-from warcio.archiveiterator import ArchiveIterator
-from warcio.exceptions import ArchiveLoadFailed
-from warcio.recordloader import ArcWarcRecord
+from typing import TYPE_CHECKING
 
 from crawl.decoding import BodyDecoder, DecodedTooLarge, DecodingFailed
 from crawl.fetcher import FetchResult
+
+if TYPE_CHECKING:
+    from warcio.recordloader import ArcWarcRecord
 
 logger = logging.getLogger(__name__)
 
@@ -344,7 +344,13 @@ def _warc_files(folder: Path) -> list[Path]:
 
 
 def _records(path: Path) -> Iterator[ArcWarcRecord]:
-    """The records of one file; a torn last record (a crash mid-write) ends it with a warning."""
+    """The records of one file; a torn last record (a crash mid-write) ends it with a warning.
+
+    warcio is imported here, when there is a file to read: importing it (with the fsspec
+    it pulls in) adds ~15 MB to a process, and a first crawl never reads a record."""
+    from warcio.archiveiterator import ArchiveIterator
+    from warcio.exceptions import ArchiveLoadFailed
+
     with path.open("rb") as stream:
         try:
             yield from ArchiveIterator(stream)
