@@ -32,6 +32,7 @@ import hashlib
 import io
 import logging
 import os
+import struct
 import threading
 import time
 import uuid
@@ -95,8 +96,9 @@ def _record(
     http_block: bytes,
     payload: bytes,
     content_type: str,
-) -> tuple[bytes, str]:
-    """One WARC/1.1 record (headers, block, the closing blank lines) and its ``WARC-Record-ID``.
+    record_id: str,
+) -> bytes:
+    """One WARC/1.1 record: headers, block, the closing blank lines.
 
     Written here rather than with warcio's record builder: the builder spent ~0.1 ms of
     Python a page (header objects, two digest passes, a stream per record), a sixth of
@@ -104,7 +106,6 @@ def _record(
     value that it could not percent-encode, which stopped the whole crawl's WARC output.
     warcio still reads every file (``read_responses``) and checks them in the tests.
     """
-    record_id = f"<urn:uuid:{uuid.uuid4()}>"
     block_digest = hashlib.sha1(http_block)
     block_digest.update(payload)
     head = [
@@ -119,7 +120,7 @@ def _record(
     head.append(f"Content-Type: {content_type}")
     head.append(f"Content-Length: {len(http_block) + len(payload)}")
     head.append("\r\n")
-    return b"".join(("\r\n".join(head).encode("utf-8"), http_block, payload, b"\r\n\r\n")), record_id
+    return b"".join(("\r\n".join(head).encode("utf-8"), http_block, payload, b"\r\n\r\n"))
 
 
 def _header_block(status_line: bytes, headers: list[tuple[bytes, bytes]]) -> bytes:
@@ -165,9 +166,75 @@ class StoredResponse:
 class _Original:
     """What a revisit record names: the response that holds the payload."""
 
-    digest: str
-    date: str
-    record_id: str
+    sha1: bytes
+    record: uuid.UUID
+    seconds: int
+
+    @property
+    def digest(self) -> str:
+        return _b32_digest(self.sha1)
+
+    @property
+    def record_id(self) -> str:
+        return f"<urn:uuid:{self.record}>"
+
+    @property
+    def date(self) -> str:
+        return _warc_date(self.seconds)
+
+
+_PACKED = struct.Struct(">20s16sq")
+
+
+class _Originals:
+    """URL → the response record that holds its latest payload: what a revisit names.
+
+    A worker holds one entry per URL its archive has, so entries are packed: a 16-byte
+    key (BLAKE2b of the URL) and 44 bytes (the raw SHA-1, the record's UUID, the date's
+    Unix seconds), ~170 bytes a URL against ~450 for three strings in a dataclass keyed by
+    the URL (1.7 MB of a 5,000-page crawl worker's heap).
+    """
+
+    def __init__(self) -> None:
+        self._packed: dict[bytes, bytes] = {}
+
+    def __len__(self) -> int:
+        return len(self._packed)
+
+    @staticmethod
+    def _key(url: str) -> bytes:
+        return hashlib.blake2b(url.encode("utf-8", "surrogatepass"), digest_size=16).digest()
+
+    def add(self, url: str, sha1: bytes, record: uuid.UUID, seconds: int) -> None:
+        self._packed[self._key(url)] = _PACKED.pack(sha1, record.bytes, seconds)
+
+    def add_read(self, url: str, digest: str, date: str, record_id: str) -> None:
+        """A response record read back. One whose fields this writer would not have written
+        as they are is left out, and forgets an earlier record of the URL: its next fetch
+        stores a whole response instead of a revisit naming the wrong one."""
+        try:
+            original = _Original(
+                base64.b32decode(digest.removeprefix("sha1:")),
+                uuid.UUID(record_id.removeprefix("<urn:uuid:").removesuffix(">")),
+                int(_warc_time(date)),
+            )
+        except ValueError:  # binascii.Error is one
+            original = None
+        if original is None or (original.digest, original.record_id, original.date) != (
+            digest,
+            record_id,
+            date,
+        ):
+            self._packed.pop(self._key(url), None)
+            return
+        self.add(url, original.sha1, original.record, original.seconds)
+
+    def get(self, url: str) -> _Original | None:
+        packed = self._packed.get(self._key(url))
+        if packed is None:
+            return None
+        sha1, record, seconds = _PACKED.unpack(packed)
+        return _Original(sha1, uuid.UUID(bytes=record), seconds)
 
 
 def payload_digest(payload: bytes) -> str:
@@ -191,7 +258,7 @@ class WarcSink:
         ``gzip_level``: zlib's level for each record's gzip member (:data:`GZIP_LEVEL`)."""
         self._folder = folder
         self._history = history or folder
-        self._originals: dict[str, _Original] | None = None
+        self._originals: _Originals | None = None
         self._folder.mkdir(parents=True, exist_ok=True)
         self._max_file_bytes = max_file_bytes
         self._gzip_level = gzip_level
@@ -265,11 +332,15 @@ class WarcSink:
             f"{result.http_version} {result.status} ".encode("ascii") + reason,
             _response_headers(result, _LENGTH_HEADERS if wire else _DECODED_HEADERS, len(payload)),
         )
-        date = _warc_date(result.fetched_at)
-        digest = payload_digest(payload)
+        seconds = int(result.fetched_at or time.time())
+        date = _warc_date(seconds)
+        sha1 = hashlib.sha1(payload).digest()
+        digest = _b32_digest(sha1)
         original = self._originals.get(target)
         fields = [("WARC-IP-Address", result.address)] if result.address else []
-        if result.status == 304 or (original is not None and original.digest == digest):
+        record = uuid.uuid4()
+        record_id = f"<urn:uuid:{record}>"
+        if result.status == 304 or (original is not None and original.sha1 == sha1):
             profile = SERVER_NOT_MODIFIED if result.status == 304 else IDENTICAL_PAYLOAD
             fields.append(("WARC-Profile", profile))
             if original is not None:
@@ -282,21 +353,15 @@ class WarcSink:
             elif profile == IDENTICAL_PAYLOAD:
                 fields.append(("WARC-Payload-Digest", digest))
             # A revisit keeps the HTTP headers only: the payload is the original's.
-            response, record_id = _record("revisit", target, date, fields, response_block, b"", _RESPONSE)
+            response = _record("revisit", target, date, fields, response_block, b"", _RESPONSE, record_id)
             self.revisits += 1
         else:
             fields.append(("WARC-Payload-Digest", digest))
-            response, record_id = _record(
-                "response",
-                target,
-                date,
-                fields,
-                response_block,
-                payload,
-                "application/http; msgtype=response",
+            response = _record(
+                "response", target, date, fields, response_block, payload, _RESPONSE, record_id
             )
-            self._originals[target] = _Original(digest, date, record_id)
-        request, _ = _record(
+            self._originals.add(target, sha1, record, seconds)
+        request = _record(
             "request",
             target,
             date,
@@ -304,6 +369,7 @@ class WarcSink:
             request_block,
             b"",
             _REQUEST,
+            f"<urn:uuid:{uuid.uuid4()}>",
         )
         # One gzip member per record: a reader can seek to either.
         wbits = zlib.MAX_WBITS | 16
@@ -358,9 +424,9 @@ def _records(path: Path) -> Iterator[ArcWarcRecord]:
             logger.warning("%s: stopped reading at a damaged record (%s)", path, exc)
 
 
-def _load_originals(folder: Path) -> dict[str, _Original]:
+def _load_originals(folder: Path) -> _Originals:
     """The latest response record per URL under ``folder``: what a revisit refers to."""
-    originals: dict[str, _Original] = {}
+    originals = _Originals()
     for path in _warc_files(folder):
         for record in _records(path):
             if record.rec_type != "response":
@@ -368,8 +434,8 @@ def _load_originals(folder: Path) -> dict[str, _Original]:
             h = record.rec_headers
             url, digest = h.get_header("WARC-Target-URI"), h.get_header("WARC-Payload-Digest")
             if url and digest:
-                originals[url] = _Original(
-                    digest, h.get_header("WARC-Date") or "", h.get_header("WARC-Record-ID")
+                originals.add_read(
+                    url, digest, h.get_header("WARC-Date") or "", h.get_header("WARC-Record-ID") or ""
                 )
     return originals
 
@@ -423,7 +489,7 @@ def _warc_time(value: str | None) -> float:
 
 
 def _warc_date(timestamp: float) -> str:
-    return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(timestamp or time.time()))
+    return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(timestamp))
 
 
 def _reason(status: int) -> str:

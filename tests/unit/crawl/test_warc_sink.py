@@ -160,3 +160,25 @@ def test_a_file_is_closed_once_it_passes_max_file_bytes(tmp_path: Path) -> None:
     assert all(size >= 2500 for size in sizes[:-1]), sizes
     assert all(size < 2500 + exchange for size in sizes), sizes
     assert sorted(_response_urls(tmp_path)) == sorted(_result(i).url for i in range(12))
+
+
+def test_originals_read_back_are_named_as_written_and_unusable_ones_are_forgotten() -> None:
+    from crawl.warc import _Originals
+
+    originals = _Originals()
+    url = "http://127.0.0.1:8000/p.html"
+    digest, record_id = (
+        "sha1:3I42H3S6NNFQ2MSVX7XZKYAYSCX5QBYJ",
+        "<urn:uuid:0f0c2a57-4b3e-4c53-9c1e-2b1f3d6e7a80>",
+    )
+    originals.add_read(url, digest, "2026-12-04T20:00:00Z", record_id)
+    found = originals.get(url)
+    assert found is not None
+    assert (found.digest, found.date, found.record_id) == (digest, "2026-12-04T20:00:00Z", record_id)
+    assert originals.get(url + "?other") is None
+    # A later record of the URL that this writer could not name exactly (a date with
+    # fractions, an id that is not a UUID URN) replaces the earlier one with nothing.
+    originals.add_read(url, digest, "2026-12-04T21:00:00.5Z", record_id)
+    assert originals.get(url) is None and len(originals) == 0
+    originals.add_read(url, digest, "2026-12-04T20:00:00Z", "<urn:x-other:1>")
+    assert originals.get(url) is None
