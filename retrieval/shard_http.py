@@ -365,10 +365,12 @@ class HttpShard:
         # A plain number, or nothing for the client's default: an ``httpx.Timeout`` (or httpx's
         # default sentinel) is refused by a client from httpx2, which Starlette's TestClient
         # became in 1.10, and a number means the same to both.
-        timeout: dict[str, float] = {} if timeout_s is None else {"timeout": timeout_s}
         if self.generation is not None:
             body = {**body, "generation": self.generation}
-        response = self._client.post(path, json=body, **timeout)
+        if timeout_s is None:
+            response = self._client.post(path, json=body)
+        else:
+            response = self._client.post(path, json=body, timeout=timeout_s)
         response.raise_for_status()
         data: dict[str, Any] = response.json()
         answered = data.get("generation")
