@@ -123,6 +123,10 @@ CREATE TABLE IF NOT EXISTS workers (
 );
 ALTER TABLE urls ADD COLUMN IF NOT EXISTS reserved BOOLEAN NOT NULL DEFAULT FALSE;
 ALTER TABLE hosts ADD COLUMN IF NOT EXISTS admitted INTEGER;
+CREATE TABLE IF NOT EXISTS host_admissions (
+    host TEXT PRIMARY KEY,
+    admitted INTEGER NOT NULL
+);
 CREATE TABLE IF NOT EXISTS page_budget (
     id INTEGER PRIMARY KEY CHECK (id = 1),
     spent BIGINT NOT NULL
@@ -147,8 +151,9 @@ CREATE OR REPLACE TRIGGER urls_refund_page BEFORE UPDATE ON urls FOR EACH ROW
 counts pages fetched (done or failed with a fetch) and pages leased with a share of it
 (``urls.reserved``). The trigger settles a share when its URL leaves the lease, on every
 path (result, retry, robots deferral, expiry, a dead worker's release): a fetch keeps it,
-anything else gives it back. The per-host cap counts in ``hosts.admitted`` (NULL: not
-counted yet, read from ``urls`` once)."""
+anything else gives it back. The per-host cap counts in ``host_admissions`` (a host
+without a row: not counted yet, read from ``hosts.admitted``, which databases from before
+that table kept, or from ``urls`` once)."""
 _SCHEMA_LOCK = 7_316_016  # pg_advisory_xact_lock key: workers starting together create the schema once
 
 _DUE = (
@@ -180,9 +185,13 @@ _INSERT_URLS = (
 thousand URLs cost the server one statement, not a thousand. Ordered by URL, so two workers
 inserting overlapping batches take row locks in one order."""
 _INSERT_HOSTS = (
-    "INSERT INTO hosts(host) SELECT h FROM unnest(%(hosts)s::text[]) AS h ORDER BY h "
+    "INSERT INTO hosts(host) SELECT h FROM unnest(%(hosts)s::text[]) AS h "
+    "WHERE NOT EXISTS (SELECT 1 FROM hosts k WHERE k.host = h) ORDER BY h "
     "ON CONFLICT (host) DO NOTHING"
 )
+"""New hosts only: ``ON CONFLICT`` on a host row that another worker's round is updating
+(its lease, its release) waits for that round to commit, and nearly every batch of new URLs
+names hosts that exist; a row this snapshot already sees is left alone without waiting."""
 _LEASE_URL_ROW = (
     "UPDATE urls SET status = 'leased', lease_until = %(until)s WHERE url = %(url)s AND status = 'pending'"
 )
@@ -278,16 +287,32 @@ _RELEASE_MANY = (
 )
 _BUDGET_FOR_UPDATE = "SELECT spent FROM page_budget WHERE id = 1 FOR UPDATE"
 _BUDGET_SPEND = "UPDATE page_budget SET spent = spent + %s WHERE id = 1"
-_LOCK_ADMITTED = (
-    "SELECT host, COALESCE(admitted, (SELECT COUNT(*) FROM urls u WHERE u.host = hosts.host "
-    "AND u.kind = 'page' AND u.status != 'blocked')) AS admitted "
-    "FROM hosts WHERE host = ANY(%(hosts)s) ORDER BY host FOR UPDATE"
+_START_ADMISSIONS = (
+    "INSERT INTO host_admissions(host, admitted) "
+    "SELECT h, COALESCE((SELECT k.admitted FROM hosts k WHERE k.host = h), "
+    "(SELECT COUNT(*) FROM urls u WHERE u.host = h AND u.kind = 'page' AND u.status != 'blocked')) "
+    "FROM unnest(%(hosts)s::text[]) AS h "
+    "WHERE NOT EXISTS (SELECT 1 FROM host_admissions a WHERE a.host = h) ORDER BY h "
+    "ON CONFLICT (host) DO NOTHING"
 )
-"""Each host's admitted pages, its row locked (hosts in one order across workers) until the
-insert's transaction ends: two workers admitting pages of one host count one after the other."""
+"""A counter for each host that has none yet: the count a database from before
+``host_admissions`` kept in ``hosts.admitted``, or the host's pages counted once."""
+_LOCK_ADMITTED = (
+    "SELECT host, admitted FROM host_admissions WHERE host = ANY(%(hosts)s) ORDER BY host FOR UPDATE"
+)
+"""Each host's admitted pages, its counter locked (hosts in one order across workers) until
+the insert's transaction ends: two workers admitting pages of one host count one after the
+other. The counters live apart from ``hosts`` so that counting never locks a host row: a
+lease skips locked host rows (``SKIP LOCKED``) and a release waits for them, and with the
+counts on ``hosts`` every batch of new URLs locked most of the crawl's hosts for its
+transaction. Two bench workers then took turns at leasing nothing: on 2026-12-05 three of
+six two-worker bench crawls ran 8.4-10.6 s against 6.5-7.1 s for six with the cap switched
+off; with the counters apart, interleaved runs measure as with no cap (8.4 and 7.0 s
+against 8.5 and 6.9), and the waits of ``INSERT INTO hosts`` on leased rows (0.24 s a
+crawl) are gone."""
 _SET_ADMITTED = (
-    "UPDATE hosts SET admitted = v.n FROM unnest(%(hosts)s::text[], %(counts)s::int[]) AS v(host, n) "
-    "WHERE hosts.host = v.host"
+    "UPDATE host_admissions SET admitted = v.n FROM unnest(%(hosts)s::text[], %(counts)s::int[]) "
+    "AS v(host, n) WHERE host_admissions.host = v.host"
 )
 _OVER_HOST_BUDGET = (
     "UPDATE urls SET status = 'blocked', outcome = 'blocked', blocked_reason = 'host page budget reached' "
@@ -914,6 +939,7 @@ def _insert(cur: psycopg.Cursor[Any], inserts: Sequence[NewUrl], now: float, cap
     admitted: dict[str, int] = {}
     if cap is not None and candidates:
         hosts = sorted({n.host for n in candidates})
+        cur.execute(_START_ADMISSIONS, {"hosts": hosts})
         admitted = {
             r["host"]: int(r["admitted"]) for r in cur.execute(_LOCK_ADMITTED, {"hosts": hosts}).fetchall()
         }

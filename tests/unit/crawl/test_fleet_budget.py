@@ -7,8 +7,11 @@ from __future__ import annotations
 import time
 from typing import Any
 
+import psycopg
+from psycopg.rows import dict_row
+
 from crawl.state import NewUrl, Outcome, UrlStatus, UrlUpdate
-from crawl.state_pg import PgCrawlDb
+from crawl.state_pg import PgCrawlDb, _insert
 
 
 def _spent(db: PgCrawlDb) -> int:
@@ -81,3 +84,37 @@ def test_the_host_cap_counts_every_workers_admissions(pg_dsn: str) -> None:
     finally:
         one.close()
         two.close()
+
+
+def test_counting_admissions_leaves_the_host_free_to_lease(pg_dsn: str) -> None:
+    """A worker admitting new pages of a host must not hold that host away from the fleet:
+    while its insert's transaction is open, another worker still leases the host."""
+    two = PgCrawlDb(pg_dsn)
+    try:
+        now = time.time()
+        two.apply(inserts=[NewUrl("http://h/1", "h", 1, 0.5)], leases=[], updates=[], hosts=[], now=now)
+        with psycopg.connect(pg_dsn, row_factory=dict_row) as one:  # a transaction left open
+            with one.cursor() as cur:
+                _insert(cur, [NewUrl("http://h/2", "h", 1, 0.5)], now, cap=10)
+            got = _lease(two, "w2", n=1, budget=None)
+            assert [r["url"] for r in got] == ["http://h/1"]
+            one.commit()
+        assert two.row("http://h/2")["status"] == "pending"
+    finally:
+        two.close()
+
+
+def test_a_count_kept_on_the_host_row_by_an_older_database_carries_on(pg_dsn: str) -> None:
+    db = PgCrawlDb(pg_dsn)
+    try:
+        db.admission_cap = 3
+        now = time.time()
+        db.apply(inserts=[NewUrl("http://h/1", "h", 1, 0.5)], leases=[], updates=[], hosts=[], now=now)
+        # As an earlier version left it: the count on ``hosts``, no counter of its own yet.
+        db._conn.execute("DELETE FROM host_admissions")
+        db._conn.execute("UPDATE hosts SET admitted = 2 WHERE host = 'h'")
+        inserts = [NewUrl(f"http://h/{i}", "h", 1, 0.5) for i in (2, 3)]
+        db.apply(inserts=inserts, leases=[], updates=[], hosts=[], now=now)
+        assert [db.row(f"http://h/{i}")["status"] for i in (2, 3)] == ["pending", "blocked"]
+    finally:
+        db.close()
