@@ -186,3 +186,39 @@ def test_urls_in_a_batch_being_stored_keep_the_crawl_open(pg_dsn: str) -> None:
     assert url == "http://s/sitemap.xml"
     assert last is None
     db.close()
+
+
+def test_callers_left_without_a_host_do_not_each_run_a_round(pg_dsn: str) -> None:
+    """Once a round found no host (another worker holds the only one), one more caller is no
+    reason to ask the database again; a URL of a host new to this worker is."""
+    holder_db, db = PgCrawlDb(pg_dsn), _CountingDb(pg_dsn)
+    db.rounds = []
+
+    async def scenario() -> None:
+        holder = PgFrontier(holder_db, SeenUrls(holder_db, capacity=100), worker_id="holder",
+                            min_delay_s=0.0, response_time_factor=0.0)  # fmt: skip
+        for i in range(20):
+            holder.add(NewUrl(f"http://a/{i}", "a", 1, 0.5))
+        held = await holder.lease()  # host a, with 16 of its URLs, 4 left pending
+        assert held is not None and held.host == "a"
+        idle = PgFrontier(db, SeenUrls(db, capacity=100), worker_id="idle",
+                          min_delay_s=0.0, response_time_factor=0.0)  # fmt: skip
+        callers = [asyncio.ensure_future(idle.lease()) for _ in range(2)]
+        deadline = time.monotonic() + 5
+        while not db.rounds and time.monotonic() < deadline:
+            await asyncio.sleep(0.005)
+        assert db.rounds and all(got == 0 for _, got, _ in db.rounds)
+        asked = len(db.rounds)
+        callers += [asyncio.ensure_future(idle.lease()) for _ in range(3)]
+        await asyncio.sleep(0.1)  # the next timed round is due 0.25 s after the first
+        assert len(db.rounds) == asked
+        idle.add(NewUrl("http://z/0", "z", 1, 0.5))
+        done, _ = await asyncio.wait(callers, timeout=5, return_when=asyncio.FIRST_COMPLETED)
+        assert [task.result().url for task in done if task.result() is not None] == ["http://z/0"]
+        idle.stop()
+        holder.stop()
+        await asyncio.wait_for(asyncio.gather(*callers), timeout=5)
+
+    asyncio.run(scenario())
+    holder_db.close()
+    db.close()
