@@ -188,6 +188,22 @@ def test_urls_in_a_batch_being_stored_keep_the_crawl_open(pg_dsn: str) -> None:
     db.close()
 
 
+async def _held_by_another_worker(db: PgCrawlDb, host: str) -> PgFrontier:
+    """A worker ("holder") holding ``host``, leased with 16 of its 20 URLs: 4 stay pending."""
+    holder = PgFrontier(db, SeenUrls(db, capacity=100), worker_id="holder", min_delay_s=0.0,
+                        response_time_factor=0.0)  # fmt: skip
+    for i in range(20):
+        holder.add(NewUrl(f"http://{host}/{i}", host, 1, 0.5))
+    held = await holder.lease()
+    assert held is not None and held.host == host
+    return holder
+
+
+def _worker(db: PgCrawlDb, worker_id: str) -> PgFrontier:
+    return PgFrontier(db, SeenUrls(db, capacity=100), worker_id=worker_id, min_delay_s=0.0,
+                      response_time_factor=0.0)  # fmt: skip
+
+
 def test_callers_left_without_a_host_do_not_each_run_a_round(pg_dsn: str) -> None:
     """Once a round found no host (another worker holds the only one), one more caller is no
     reason to ask the database again; a URL of a host new to this worker is."""
@@ -195,14 +211,8 @@ def test_callers_left_without_a_host_do_not_each_run_a_round(pg_dsn: str) -> Non
     db.rounds = []
 
     async def scenario() -> None:
-        holder = PgFrontier(holder_db, SeenUrls(holder_db, capacity=100), worker_id="holder",
-                            min_delay_s=0.0, response_time_factor=0.0)  # fmt: skip
-        for i in range(20):
-            holder.add(NewUrl(f"http://a/{i}", "a", 1, 0.5))
-        held = await holder.lease()  # host a, with 16 of its URLs, 4 left pending
-        assert held is not None and held.host == "a"
-        idle = PgFrontier(db, SeenUrls(db, capacity=100), worker_id="idle",
-                          min_delay_s=0.0, response_time_factor=0.0)  # fmt: skip
+        holder = await _held_by_another_worker(holder_db, "a")
+        idle = _worker(db, "idle")
         callers = [asyncio.ensure_future(idle.lease()) for _ in range(2)]
         deadline = time.monotonic() + 5
         while not db.rounds and time.monotonic() < deadline:
@@ -218,6 +228,46 @@ def test_callers_left_without_a_host_do_not_each_run_a_round(pg_dsn: str) -> Non
         idle.stop()
         holder.stop()
         await asyncio.wait_for(asyncio.gather(*callers), timeout=5)
+
+    asyncio.run(scenario())
+    holder_db.close()
+    db.close()
+
+
+class _InsertsDb(PgCrawlDb):
+    """The real database, remembering per exchange the URLs inserted and the hosts released."""
+
+    exchanges: list[tuple[list[str], list[str]]]
+
+    def exchange(self, owner: str, **kw: Any) -> list[dict[str, Any]]:
+        self.exchanges.append(([n.url for n in kw.get("inserts", ())], [h.host for h in kw["releases"]]))
+        return super().exchange(owner, **kw)
+
+
+def test_a_released_host_takes_the_urls_found_of_it_along(pg_dsn: str) -> None:
+    """While other hosts are pending (held by another worker), new URLs wait for the timed
+    insert, except those of a host this worker releases: they go in with its release, so the
+    host's next lease can have them."""
+    holder_db, db = PgCrawlDb(pg_dsn), _InsertsDb(pg_dsn)
+    db.exchanges = []
+
+    async def scenario() -> None:
+        holder = await _held_by_another_worker(holder_db, "b")
+        worker = _worker(db, "worker")
+        worker.add(NewUrl("http://a/0", "a", 1, 0.5))
+        first = await worker.lease()
+        assert first is not None and first.url == "http://a/0"
+        worker.add(NewUrl("http://a/1", "a", 1, 0.5))  # found on a/0
+        waiting = asyncio.ensure_future(worker.lease())
+        await asyncio.sleep(0.02)
+        worker.finish(first, _done(first), Feedback())
+        second = await asyncio.wait_for(waiting, timeout=5)
+        assert second is not None and second.url == "http://a/1"
+        released = next(i for i, (_, hosts) in enumerate(db.exchanges) if "a" in hosts)
+        inserted = next(i for i, (urls, _) in enumerate(db.exchanges) if "http://a/1" in urls)
+        assert inserted <= released, db.exchanges
+        worker.stop()
+        holder.stop()
 
     asyncio.run(scenario())
     holder_db.close()
