@@ -71,8 +71,8 @@ _HEARTBEAT_EVERY_S = 1.0
 _INSERT_EVERY_S = 0.25
 _INSERT_ROWS = 500
 """New URLs go to the shared frontier when this many wait, at least every ``_INSERT_EVERY_S``,
-and at once when nothing else is leasable: one insert per page found would cost three
-round trips per page (measured: a third of a worker's time waiting on PostgreSQL)."""
+and at once when a waiting caller may need them (module docstring): one insert per page found
+would cost three round trips per page (measured: a third of a worker's time waiting on PostgreSQL)."""
 _FINISHED = (UrlStatus.DONE, UrlStatus.FAILED)
 _URLS_PER_HOST = 16
 """URLs leased with a host in one round. On the crawl bench one URL per host meant ~900 rounds
@@ -148,7 +148,7 @@ class PgFrontier:
         """The pump's last round wanted hosts and got none: a further caller does not wake it
         (``_start_pump``)."""
         self._starved = False
-        """The last round leased nothing: the next inserts the new URLs at once."""
+        """The next round inserts the new URLs at once (a waiting caller may need them)."""
         self._requeues: list[tuple[str, int, str | None]] = []
         self._releases: dict[str, HostState] = {}
         """Results of this tick for the next round: URLs back to pending, hosts to release."""
@@ -231,8 +231,7 @@ class PgFrontier:
         # Callers may be waiting for exactly this URL's host: a host new to this worker is
         # worth a round that inserts it at once. A known one is held (by this worker, whose
         # release inserts its URLs, or by another) or had nothing pending, and the timed
-        # insert (within 0.25 s) takes the URL. Waking for each first new URL after an insert
-        # ran two empty rounds a time on the two-worker bench (one to find nothing, one to insert).
+        # insert (within 0.25 s) takes the URL.
         if self._waiters and new_host:
             self._starved = True  # the round inserts it, so that a caller can have its host
             self._notify()
@@ -283,9 +282,7 @@ class PgFrontier:
         waiting, and the pump asks again when the next host is due (at most 0.25 s), when this
         worker releases a host or finds a URL of a host new to it, or when it stops. Woken by
         every caller (and every first URL found after an insert), two bench workers sharing 20
-        hosts ran ~480 rounds each, eight in ten leasing nothing; now ~330, and the two-worker
-        bench crawl ran 11% sooner with 15-25% less of PostgreSQL's CPU (four interleaved
-        pairs, 2026-12-05; one worker unchanged)."""
+        hosts ran ~480 rounds each, eight in ten leasing nothing (``bench/results/crawl.md``)."""
         if self._pump is None or self._pump.done():
             self._pump = asyncio.ensure_future(self._run_pump())
         elif not (another_caller and self._no_hosts):

@@ -865,7 +865,6 @@ class PgCrawlDb:
         return changed
 
     @_retry_on_conflict
-    @_retry_on_conflict
     def record_cluster_sizes(self, sizes: Mapping[str, int]) -> None:
         """As ``CrawlDb.record_cluster_sizes``, in one statement (a row per URL cost the store
         thread ~35 µs a page of client CPU on the crawl bench, as much as the batch's results)."""
