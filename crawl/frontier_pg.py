@@ -34,6 +34,9 @@ an expiry, each with its best pending URL).
   leased nothing (while other workers held every pending host) made two bench workers
   insert ~45 times a second each, a handful of URLs a time; now ~200 rounds each for the
   bench crawl instead of ~330, PostgreSQL's CPU ~30% lower.
+* **Hosts are shared when they are fewer than the callers:** while another worker is short
+  of hosts, a round leases only up to one host more than that worker holds (DECISIONS
+  51); the one that leased first otherwise leased back every host it released.
 * **Slow commits are not deaths:** the heartbeat renews this worker's leases (URLs being
   fetched, queued with a kept host, or finished and waiting for their batch, and the hosts
   it holds), so only a worker that stopped (killed, hung) lets leases expire.
@@ -425,6 +428,7 @@ class PgFrontier:
                 renew=[*self._unacknowledged, *self._in_flight] if beat else [],
                 renew_hosts=self._held_hosts() if beat else [],
                 skip_hosts=list(self._wanted),
+                held=len(self._held_hosts()),
             )
         except BaseException:
             self._unwritten[:0] = inserts
@@ -462,6 +466,7 @@ class PgFrontier:
         renew: list[str],
         renew_hosts: list[str],
         skip_hosts: list[str],
+        held: int,
     ) -> tuple[list[dict[str, object]], tuple[bool, bool, float | None] | None, set[str]]:
         db = self._db
         renewed: set[str] = set()
@@ -484,6 +489,7 @@ class PgFrontier:
             per_host=per_host,
             budget=self._fleet_budget,
             skip_hosts=skip_hosts,
+            held=held,
         )
         idle = db.idle(self.worker_id) if want and len(rows) < want else None
         return rows, idle, renewed

@@ -123,6 +123,8 @@ CREATE TABLE IF NOT EXISTS workers (
 );
 ALTER TABLE urls ADD COLUMN IF NOT EXISTS reserved BOOLEAN NOT NULL DEFAULT FALSE;
 ALTER TABLE hosts ADD COLUMN IF NOT EXISTS admitted INTEGER;
+ALTER TABLE workers ADD COLUMN IF NOT EXISTS short_at DOUBLE PRECISION NOT NULL DEFAULT 0;
+ALTER TABLE workers ADD COLUMN IF NOT EXISTS hosts_held INTEGER NOT NULL DEFAULT 0;
 CREATE TABLE IF NOT EXISTS host_admissions (
     host TEXT PRIMARY KEY,
     admitted INTEGER NOT NULL
@@ -229,13 +231,21 @@ _SAVE_HOST = (
     "ON CONFLICT (host) DO UPDATE SET next_allowed = GREATEST(hosts.next_allowed, excluded.next_allowed), "
     "backoff_s = excluded.backoff_s, errors = excluded.errors"
 )
+_SHORT_FRESH_S = 1.0
+"""How long a worker's lease that got fewer hosts than it asked for restrains the others.
+A short worker leases again within ``wait_hint``'s 0.25 s, so a fresh mark means it is
+still short; one that stopped asking (satisfied, stopping, dead) no longer counts."""
 _LEASE = """
 WITH h AS (
     SELECT h.host, h.backoff_s, h.errors, h.next_allowed, h.seq FROM hosts h
     WHERE h.next_allowed <= %(now)s AND h.lease_until < %(now)s
       AND h.host <> ALL(%(skip)s::text[])
       AND (SELECT 1 FROM urls p WHERE p.host = h.host AND p.status = 'pending' LIMIT 1) IS NOT NULL
-    ORDER BY h.next_allowed, h.seq LIMIT %(n)s
+    ORDER BY h.next_allowed, h.seq
+    LIMIT LEAST(%(n)s, GREATEST(0, 1 - %(held)s + COALESCE(
+        (SELECT MIN(w.hosts_held) FROM workers w
+         WHERE w.worker <> %(owner)s AND w.short_at >= %(short_since)s),
+        %(n)s + %(held)s)))
     FOR UPDATE SKIP LOCKED
 ), u AS (
     SELECT h.host, best.url FROM h CROSS JOIN LATERAL (
@@ -248,6 +258,10 @@ WITH h AS (
     UPDATE hosts SET lease_owner = %(owner)s, lease_until = %(until)s
     FROM u WHERE hosts.host = u.host
     RETURNING hosts.host
+), shares AS (
+    UPDATE workers SET hosts_held = %(held)s + (SELECT COUNT(*) FROM leased_host),
+        short_at = CASE WHEN (SELECT COUNT(*) FROM leased_host) < %(n)s THEN %(now)s ELSE 0 END
+    WHERE worker = %(owner)s
 )
 UPDATE urls SET status = 'leased', lease_until = %(until)s, lease_owner = %(owner)s,
     reserved = (%(reserve)s AND urls.kind = 'page')
@@ -260,7 +274,9 @@ RETURNING urls.url, urls.host, urls.depth, urls.priority, urls.kind, urls.retrie
     h.seq AS host_seq, urls.id AS url_seq
 """
 """Lease up to ``n`` ready hosts, each with its ``per_host`` best pending URLs, in one statement
-(one round trip).
+(one round trip). While another worker is short of hosts (``short_at`` fresh), no more than
+one host past its ``hosts_held``; the statement marks its own worker short, with the hosts
+it then holds, when it gets fewer hosts than ``n`` (DECISIONS 51).
 
 Host rows are locked ``FOR UPDATE SKIP LOCKED`` (racing workers never wait on each
 other) and a host is leased only together with a URL: when its last pending URL was
@@ -594,11 +610,16 @@ class PgCrawlDb:
         per_host: int = 1,
         budget: int | None = None,
         skip_hosts: Sequence[str] = (),
+        held: int = 0,
     ) -> list[dict[str, Any]]:
         """Insert new URLs, put URLs back to pending, release hosts, then lease up to ``n`` hosts
         with up to ``per_host`` URLs each: one pipelined round trip.
 
         ``skip_hosts`` are not leased (``owner`` is waiting to borrow them, ``borrow_host``).
+
+        ``held``: the hosts ``owner`` holds after these releases. While another worker is short
+        of hosts (its last lease got fewer than it asked for, within ``_SHORT_FRESH_S``),
+        ``owner`` leases only up to one host more than that worker holds (``_LEASE``).
 
         With ``budget`` (the fleet's ``--max-pages``), the pages leased take shares of it
         under the budget row's lock, never more than are left; ``pages_left`` says how many
@@ -648,6 +669,8 @@ class PgCrawlDb:
                 "n": n,
                 "per_host": max(1, per_host),
                 "skip": sorted(skip_hosts),
+                "held": held,
+                "short_since": now - _SHORT_FRESH_S,
             }
             if budget is None:
                 rows = self._conn.execute(_LEASE, params | {"reserve": False}, prepare=False).fetchall()
