@@ -413,6 +413,7 @@ class PgFrontier:
         requeues, self._requeues = self._requeues, []
         releases, self._releases = self._releases, {}
         until = now + self._lease_s
+        held_hosts = self._held_hosts()
         try:
             rows, idle, renewed = await asyncio.to_thread(
                 self._round_sync,
@@ -426,9 +427,9 @@ class PgFrontier:
                 reap=reap,
                 counters=self._counters() if beat else None,
                 renew=[*self._unacknowledged, *self._in_flight] if beat else [],
-                renew_hosts=self._held_hosts() if beat else [],
+                renew_hosts=held_hosts if beat else [],
                 skip_hosts=list(self._wanted),
-                held=len(self._held_hosts()),
+                held=len(held_hosts),
             )
         except BaseException:
             self._unwritten[:0] = inserts

@@ -242,10 +242,10 @@ WITH h AS (
       AND h.host <> ALL(%(skip)s::text[])
       AND (SELECT 1 FROM urls p WHERE p.host = h.host AND p.status = 'pending' LIMIT 1) IS NOT NULL
     ORDER BY h.next_allowed, h.seq
-    LIMIT LEAST(%(n)s, GREATEST(0, 1 - %(held)s + COALESCE(
-        (SELECT MIN(w.hosts_held) FROM workers w
+    LIMIT GREATEST(0, LEAST(%(n)s, COALESCE(
+        (SELECT MIN(w.hosts_held) + 1 - %(held)s FROM workers w
          WHERE w.worker <> %(owner)s AND w.short_at >= %(short_since)s),
-        %(n)s + %(held)s)))
+        %(n)s)))
     FOR UPDATE SKIP LOCKED
 ), u AS (
     SELECT h.host, best.url FROM h CROSS JOIN LATERAL (
@@ -259,8 +259,9 @@ WITH h AS (
     FROM u WHERE hosts.host = u.host
     RETURNING hosts.host
 ), shares AS (
-    UPDATE workers SET hosts_held = %(held)s + (SELECT COUNT(*) FROM leased_host),
-        short_at = CASE WHEN (SELECT COUNT(*) FROM leased_host) < %(n)s THEN %(now)s ELSE 0 END
+    UPDATE workers SET hosts_held = %(held)s + got.hosts,
+        short_at = CASE WHEN got.hosts < %(n)s THEN %(now)s ELSE 0 END
+    FROM (SELECT COUNT(*) AS hosts FROM leased_host) got
     WHERE worker = %(owner)s
 )
 UPDATE urls SET status = 'leased', lease_until = %(until)s, lease_owner = %(owner)s,
