@@ -26,6 +26,7 @@ from typing import Literal
 import numpy as np
 
 __all__ = [
+    "ContentClaim",
     "DupVerdict",
     "NearDupIndex",
     "content_hash",
@@ -162,6 +163,15 @@ def _simhash_words(words: list[bytes], joined: bytes) -> int:
 
 def hamming(a: int, b: int) -> int:
     return ((a ^ b) & _MASK64).bit_count()
+
+
+@dataclass(frozen=True, slots=True)
+class ContentClaim:
+    """A new document offered as the original of its content (``CrawlStore.claim_contents``)."""
+
+    url: str
+    content_hash: str
+    simhash: int
 
 
 @dataclass(frozen=True, slots=True)

@@ -48,6 +48,7 @@ from core.errors import CrawlError, FetchError, OutOfScope, RobotsDenied, TooLar
 from core.linkgraph import Edge
 from core.settings import CrawlSettings
 from core.types import Document, doc_id_for
+from crawl.content_claims import ContentClaims, LostClaim
 from crawl.dedup import fingerprints
 from crawl.documents import page_document
 from crawl.extract import ParsedPage
@@ -235,6 +236,9 @@ class _CrawlRun:
             store=parts.db,
         )
         self._docs: list[Document] = []
+        self._doc_leases: list[Lease] = []
+        """The lease each buffered document was fetched under, pairwise with ``_docs``."""
+        self._claims = ContentClaims(parts.db, settings.near_dup_max_distance)
         self._edges: list[Edge] = []
         self._removals: list[Removal] = []
         self._lastmods: dict[str, float] = {}
@@ -271,6 +275,8 @@ class _CrawlRun:
         """Store what is buffered (after any batch still being written), then repair cluster sizes."""
         try:
             await self.flush()
+            if self._removals:  # a lost claim of the last batch removes a recrawled page's document
+                await self.flush()
             await asyncio.to_thread(self._refresh_cluster_sizes)
         finally:
             self._writer.shutdown(wait=True)
@@ -288,25 +294,41 @@ class _CrawlRun:
         write: a batch once taken is always written, so none is lost or overtaken.
         """
         docs, self._docs = self._docs, []
+        leases, self._doc_leases = self._doc_leases, []
         edges, self._edges = self._edges, []
         removals, self._removals = self._removals, []
         lastmods, self._lastmods = self._lastmods, {}
         batch = self._frontier.take_batch()
         writing = asyncio.get_running_loop().run_in_executor(
-            self._writer, self._store, docs, edges, batch, removals, lastmods
+            self._writer, self._store, docs, edges, batch, removals, lastmods, leases
         )
         self._flushes_in_flight += 1
         writing.add_done_callback(lambda _: self._flush_done(batch, writing))
         await asyncio.shield(writing)
 
-    def _flush_done(self, batch: Batch | None, writing: asyncio.Future[None]) -> None:
+    def _flush_done(self, batch: Batch | None, writing: asyncio.Future[list[LostClaim]]) -> None:
         self._flushes_in_flight -= 1
+        stored = not writing.cancelled() and writing.exception() is None
+        if stored:
+            for claim in writing.result():
+                self._lost_claim(claim)
         if batch is None:
             return
-        if not writing.cancelled() and writing.exception() is None:
+        if stored:
             self._frontier.batch_committed(batch)
         else:
             self._frontier.batch_lost(batch)
+
+    def _lost_claim(self, claim: LostClaim) -> None:
+        """Count a document another worker's copy displaced as the duplicate it was stored as."""
+        stats = self.stats
+        stats.indexed -= 1
+        stats.duplicates += 1
+        stats.outcomes[claim.counted_as] -= 1
+        stats.outcomes[claim.update.outcome_key] += 1
+        reason = removal_reason(claim.lease, claim.update)
+        if reason:  # a recrawled page whose new text another URL holds: its old document goes
+            self._removals.append(Removal(doc_id_for(claim.lease.url), claim.lease.url, reason, time.time()))
 
     def _store(
         self,
@@ -315,8 +337,12 @@ class _CrawlRun:
         batch: Batch | None,
         removals: Sequence[Removal] = (),
         lastmods: Mapping[str, float] | None = None,
-    ) -> None:
+        leases: Sequence[Lease] = (),
+    ) -> list[LostClaim]:
         """On the writer thread: documents, edges and WARC records first, then the acknowledgements.
+
+        New documents are claimed first (``ContentClaims``): those that copy another
+        worker's document are not stored, and their URLs are acknowledged as duplicates.
 
         After one failed write every later one fails too: a batch whose predecessor was
         not stored would commit new URLs' results without their rows, so acks stop.
@@ -324,6 +350,9 @@ class _CrawlRun:
         if self._write_error is not None:
             raise OSError(f"An earlier crawl batch could not be stored: {self._write_error}")
         try:
+            lost: list[LostClaim] = []
+            if docs:
+                docs, lost = self._claims.settle(docs, list(leases), batch)
             if docs:
                 # Recorded before the append: a crash between the two leaves a size that
                 # disagrees with the docstore, which the next run's repair rewrites.
@@ -341,6 +370,7 @@ class _CrawlRun:
         except BaseException as exc:
             self._write_error = exc
             raise
+        return lost
 
     def _refresh_cluster_sizes(self) -> None:
         """Re-append originals whose duplicate cluster grew, with the new ``dup_cluster_size``.
@@ -810,15 +840,17 @@ class _CrawlRun:
         held = not word_count  # whether this very text is indexed under this URL already
         if word_count:
             verdict = self._dedup.check(text_hash, fingerprint)
-            if verdict.kind != "unique" and verdict.of_url not in (url, final):
+            original = self._claims.original_of(verdict.of_url)
+            if verdict.kind != "unique" and original not in (url, final):
                 self.stats.duplicates += 1
-                return replace(fetched, outcome=Outcome.DUPLICATE, detail=verdict.kind, dup_of=verdict.of_url)
+                return replace(fetched, outcome=Outcome.DUPLICATE, detail=verdict.kind, dup_of=original)
             # Unchanged text that is not indexed (last time a copy of a page that has
             # since changed) is indexed again, or the page would stay out of search.
             held = verdict.kind == "exact"
             self._dedup.add(url, text_hash, fingerprint)
         if lease.fetch_count and not changed and held:
             return replace(fetched, outcome=Outcome.INDEXED)  # a recrawl that found the same text
+        self._doc_leases.append(lease)
         self._docs.append(
             page_document(
                 final,

@@ -120,7 +120,7 @@ def fetch_outcome_class(outcome_key: str) -> str:
         return "robots_blocked"
     if "guard" in key:
         return "guard_refused"
-    if key in (
+    if key.split(" (", 1)[0] in (  # "duplicate (exact)": the kind qualifies it
         "indexed",
         "duplicate",
         "canonicalized",

@@ -19,9 +19,12 @@ from contextlib import contextmanager
 from dataclasses import dataclass, fields
 from enum import StrEnum
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from crawl.tiers import DueCandidate, Importance, choose_due
+
+if TYPE_CHECKING:
+    from crawl.dedup import ContentClaim, DupVerdict
 
 logger = logging.getLogger(__name__)
 
@@ -667,6 +670,12 @@ class CrawlDb:
             conn.executemany(
                 "UPDATE urls SET cluster_written = ? WHERE url = ?", [(n, url) for url, n in sizes.items()]
             )
+
+    def claim_contents(self, claims: Sequence[ContentClaim], max_distance: int) -> dict[str, DupVerdict]:
+        """No claim is ever lost here: one process crawls a SQLite frontier, and its in-memory
+        ``NearDupIndex`` already holds every original (``PgCrawlDb.claim_contents`` arbitrates
+        between the workers of a fleet)."""
+        return {}
 
     def forget_cluster_sizes(self) -> None:
         """The docstore was rebuilt (``trawl reprocess``): every document's size is unknown again."""

@@ -30,6 +30,7 @@ import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, ParamSpec, TypeVar, cast
 
+from crawl.dedup import ContentClaim, DupVerdict
 from crawl.state import (
     RECRAWL_OVERDUE,
     STALE_CLUSTERS,
@@ -129,6 +130,20 @@ CREATE TABLE IF NOT EXISTS host_admissions (
     host TEXT PRIMARY KEY,
     admitted INTEGER NOT NULL
 );
+CREATE TABLE IF NOT EXISTS contents (
+    content_hash TEXT PRIMARY KEY,
+    url TEXT NOT NULL,
+    simhash BIGINT NOT NULL,
+    seq BIGSERIAL,
+    b0 INTEGER GENERATED ALWAYS AS ((simhash & 65535)::int) STORED,
+    b1 INTEGER GENERATED ALWAYS AS (((simhash >> 16) & 65535)::int) STORED,
+    b2 INTEGER GENERATED ALWAYS AS (((simhash >> 32) & 65535)::int) STORED,
+    b3 INTEGER GENERATED ALWAYS AS (((simhash >> 48) & 65535)::int) STORED
+);
+CREATE INDEX IF NOT EXISTS contents_b0 ON contents(b0);
+CREATE INDEX IF NOT EXISTS contents_b1 ON contents(b1);
+CREATE INDEX IF NOT EXISTS contents_b2 ON contents(b2);
+CREATE INDEX IF NOT EXISTS contents_b3 ON contents(b3);
 CREATE TABLE IF NOT EXISTS page_budget (
     id INTEGER PRIMARY KEY CHECK (id = 1),
     spent BIGINT NOT NULL
@@ -157,6 +172,34 @@ anything else gives it back. The per-host cap counts in ``host_admissions`` (a h
 without a row: not counted yet, read from ``hosts.admitted``, which databases from before
 that table kept, or from ``urls`` once)."""
 _SCHEMA_LOCK = 7_316_016  # pg_advisory_xact_lock key: workers starting together create the schema once
+_CONTENT_LOCK = 7_316_100
+"""First of four ``pg_advisory_xact_lock(class, value)`` classes, one per 16-bit SimHash block
+(the two-key space does not overlap the one-key space of ``_SCHEMA_LOCK``)."""
+_CLAIM_LOCKS = (
+    "SELECT COUNT(pg_advisory_xact_lock(k.class, k.value)) AS n "
+    "FROM unnest(%(classes)s::int[], %(values)s::int[]) AS k(class, value)"
+)
+"""Locks taken in the order given (sorted by the caller): two claims never wait on each other in a cycle."""
+_CLAIM_FIND = (
+    "SELECT v.url, m.owner, m.exact, m.distance "
+    "FROM unnest(%(urls)s::text[], %(hashes)s::text[], %(simhashes)s::bigint[]) "
+    "AS v(url, content_hash, simhash) "
+    "CROSS JOIN LATERAL (SELECT c.url AS owner, c.content_hash = v.content_hash AS exact, "
+    "bit_count((c.simhash # v.simhash)::bit(64)) AS distance FROM contents c "
+    "WHERE c.url <> v.url AND (c.content_hash = v.content_hash OR ("
+    "(c.b0 = (v.simhash & 65535)::int OR c.b1 = ((v.simhash >> 16) & 65535)::int "
+    "OR c.b2 = ((v.simhash >> 32) & 65535)::int OR c.b3 = ((v.simhash >> 48) & 65535)::int) "
+    "AND bit_count((c.simhash # v.simhash)::bit(64)) <= %(max_distance)s)) "
+    "ORDER BY exact DESC, distance, c.seq LIMIT 1) AS m"
+)
+"""For each new document, the original it copies: another URL's document with the same content
+hash, else the closest SimHash within ``max_distance`` bits among those sharing a 16-bit
+block (the pigeonhole lookup of ``crawl.dedup.NearDupIndex``), the earliest on a tie."""
+_CLAIM_INSERT = (
+    "INSERT INTO contents(content_hash, url, simhash) "
+    "SELECT * FROM unnest(%(hashes)s::text[], %(urls)s::text[], %(simhashes)s::bigint[]) "
+    "ON CONFLICT (content_hash) DO NOTHING"
+)
 
 _DUE = (
     "kind = 'page' AND status = 'done' AND next_fetch IS NOT NULL AND fetch_count > 0 "
@@ -897,6 +940,51 @@ class PgCrawlDb:
         urls = sorted(sizes)  # one lock order across workers
         with self._lock:
             self._conn.execute(_SET_CLUSTER_SIZES, {"urls": urls, "sizes": [sizes[u] for u in urls]})
+
+    @_retry_on_conflict
+    def claim_contents(self, claims: Sequence[ContentClaim], max_distance: int) -> dict[str, DupVerdict]:
+        """Register new documents as the fleet's originals of their content, unless another
+        URL's document already is one: ``{url: verdict}`` for each claim that lost.
+
+        A worker's in-memory index knows only the documents indexed when it started and
+        its own, so two workers that fetch copies of one page both index them. This is the
+        arbiter: in one transaction, lock the claims' four SimHash blocks, look for an
+        original (the same content hash, or a SimHash within ``max_distance`` bits), then
+        record the winners. Two near-duplicates share a block, so their claims take a
+        common lock and the later one sees the earlier one's row. A URL never loses to
+        itself: a retried batch claims again and wins again.
+        """
+        if not claims:
+            return {}
+        keys = sorted(
+            {(_CONTENT_LOCK + b, (c.simhash >> (16 * b)) & 0xFFFF) for c in claims for b in range(4)}
+        )
+        params = {
+            "urls": [c.url for c in claims],
+            "hashes": [c.content_hash for c in claims],
+            "simhashes": [to_signed64(c.simhash) for c in claims],
+            "max_distance": max_distance,
+        }
+        with self._wlock:
+            conn = self._writer()
+            with conn.transaction(), conn.cursor() as cur:
+                cur.execute(_CLAIM_LOCKS, {"classes": [k[0] for k in keys], "values": [k[1] for k in keys]})
+                found = cur.execute(_CLAIM_FIND, params).fetchall()
+                lost = {
+                    r["url"]: DupVerdict("exact" if r["exact"] else "near", r["owner"], int(r["distance"]))
+                    for r in found
+                }
+                won = [c for c in claims if c.url not in lost]
+                if won:
+                    cur.execute(
+                        _CLAIM_INSERT,
+                        {
+                            "urls": [c.url for c in won],
+                            "hashes": [c.content_hash for c in won],
+                            "simhashes": [to_signed64(c.simhash) for c in won],
+                        },
+                    )
+        return lost
 
     def forget_cluster_sizes(self) -> None:
         """As ``CrawlDb.forget_cluster_sizes``."""

@@ -8,6 +8,7 @@ hosts once its leases expire, ending with the documents a one-process crawl find
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 import subprocess
@@ -51,18 +52,24 @@ def _site(index: int, homes: list[str]) -> Site:
     return site
 
 
-@pytest.fixture
-def web() -> Iterator[list[HostServer]]:
-    servers = [HostServer(Site(), f"127.0.0.{2 + i}") for i in range(5)]
-    homes = [s.url("/") for s in servers]
-    for i, server in enumerate(servers):
-        server.site.routes.update(_site(i, homes).routes)
+def _running(servers: list[HostServer]) -> Iterator[list[HostServer]]:
+    """Start the hosts, hand them to the test, stop them after (a fixture's body)."""
+    for server in servers:
         server.start()
     try:
         yield servers
     finally:
         for server in servers:
             server.stop()
+
+
+@pytest.fixture
+def web() -> Iterator[list[HostServer]]:
+    servers = [HostServer(Site(), f"127.0.0.{2 + i}") for i in range(5)]
+    homes = [s.url("/") for s in servers]
+    for i, server in enumerate(servers):
+        server.site.routes.update(_site(i, homes).routes)
+    yield from _running(servers)
 
 
 def _env(**extra: str) -> dict[str, str]:
@@ -180,3 +187,76 @@ def test_the_page_budgets_hold_across_the_fleet(web: list[HostServer], pg_dsn: s
     assert max(max(pages.values(), default=0) for pages in per_host) == 1, per_host
     assert max(len(pages) for pages in per_host) <= 3, per_host
     assert len(_doc_urls(data)) == 11
+
+
+_COPY = prose(500, 300)
+_NEAR = prose(600, 1000).split()
+
+
+def _near_text(host: int) -> str:
+    """The same 1,000 words on every host but one, which names the host: near-duplicates."""
+    words = list(_NEAR)
+    words[500] = f"host{host}word"
+    return " ".join(words)
+
+
+def _slow_page(site: Site, path: str, html: str) -> None:
+    """A page that takes a moment, so the crawl lasts until every worker has started and holds hosts."""
+
+    async def slow(request: object) -> object:
+        from starlette.responses import HTMLResponse
+
+        return await sleep_then(0.4, HTMLResponse(html))
+
+    site.handler(path)(slow)  # type: ignore[arg-type]
+
+
+@pytest.fixture
+def copies_web() -> Iterator[list[HostServer]]:
+    servers = [HostServer(Site(), f"127.0.0.{12 + i}") for i in range(4)]
+    for i, server in enumerate(servers):
+        links = [("/own", "own"), ("/copy", "copy"), ("/near", "near")]
+        _slow_page(server.site, "/", html_page(f"Home {i}", prose(700 + i), links=links))
+        _slow_page(server.site, "/own", html_page(f"Own {i}", prose(800 + i)))
+        _slow_page(server.site, "/copy", html_page("The same page everywhere", _COPY))
+        _slow_page(server.site, "/near", html_page("Nearly the same page", _near_text(i)))
+    yield from _running(servers)
+
+
+@pytest.mark.timeout(400)
+def test_copies_fetched_by_different_workers_are_indexed_once(
+    copies_web: list[HostServer], pg_dsn: str, tmp_path: Path
+) -> None:
+    """Each worker's duplicate index knows only its own new documents; the fleet's claims in
+    PostgreSQL (``crawl.content_claims``) keep one original of a page copied on every host,
+    and one of a page nearly copied, as a single process does."""
+    from crawl.dedup import fingerprints, hamming
+    from crawl.extract import parse_html
+    from crawl.state_pg import PgCrawlDb
+
+    near = [
+        fingerprints(parse_html(html_page("Nearly the same page", _near_text(i)), "http://x/").body)
+        for i in range(4)
+    ]
+    assert max(hamming(a[1], b[1]) for a in near for b in near) <= 3  # the fixture is what it says
+    data = tmp_path / "copies"
+    workers = [_worker(copies_web, data, pg_dsn, f"c{i}") for i in range(3)]
+    _wait(workers)
+    docs = _doc_urls(data)
+    copies = {s.url("/copy") for s in copies_web}
+    nears = {s.url("/near") for s in copies_web}
+    assert len(docs & copies) == 1 and len(docs & nears) == 1, sorted(docs)
+    assert docs - copies - nears == {s.url(p) for s in copies_web for p in ("/", "/own")}
+    db = PgCrawlDb(pg_dsn)
+    try:
+        for group in (copies, nears):
+            (original,) = docs & group
+            for url in group - {original}:
+                row = db.row(url)
+                assert row is not None and row["outcome"].startswith("duplicate"), row
+                assert row["dup_of"] == original, row
+    finally:
+        db.close()
+    indexed = sum(json.loads(w.stdout.read().decode().strip().splitlines()[-1])["indexed"] for w in workers)  # type: ignore[union-attr]
+    assert indexed == len(docs) == 10
+    assert len([p for p in CrawlDir(data).docs.iterdir() if p.is_dir()]) >= 2  # more than one worker indexed

@@ -20,9 +20,10 @@ from tests.fixtures.crawl.web import HostServer, Site, html_page, prose
 
 def test_scraped_counts_equal_the_summary(tmp_path: Path) -> None:
     site = Site()
-    site.page("/", html_page("Home", prose(1), links=[(f"/p{i}", "p") for i in range(4)] + [("/gone", "x")]))
+    site.page("/", html_page("Home", prose(1), links=[(f"/p{i}", "p") for i in range(5)] + [("/gone", "x")]))
     for i in range(4):
         site.page(f"/p{i}", html_page(f"P{i}", prose(i + 2)))
+    site.page("/p4", html_page("P0", prose(2)))  # a copy of /p0: a duplicate, a 2xx fetch
     server = HostServer(site, "127.0.0.2").start()
     settings = CrawlSettings(min_delay_s=0.0, allowed_networks=["127.0.0.2/32"], flush_interval_s=0.2)
     crawler = Crawler(tmp_path, settings, seeds=[server.url("/")])
@@ -42,11 +43,11 @@ def test_scraped_counts_equal_the_summary(tmp_path: Path) -> None:
     }
     assert samples[("trawl_crawl_exchanges_total", ())] == summary.fetches
     assert samples[("trawl_crawl_bytes_total", ())] == summary.bytes
-    assert samples[("trawl_crawl_pages_total", ())] == summary.pages == 5
+    assert samples[("trawl_crawl_pages_total", ())] == summary.pages == 6
     by_outcome = {dict(k[1])["outcome"]: v for k, v in samples.items() if k[0] == "trawl_crawl_fetches_total"}
     assert sum(by_outcome.values()) == sum(n for _, n in summary.outcomes)
-    assert by_outcome["4xx"] == 1 and by_outcome["2xx"] == 5
-    assert samples[("trawl_crawl_duplicates_total", ())] == summary.duplicates
+    assert by_outcome["4xx"] == 1 and by_outcome["2xx"] == 6
+    assert samples[("trawl_crawl_duplicates_total", ())] == summary.duplicates == 1
     host = server.authority
     assert samples[("trawl_crawl_fetch_seconds_count", (("host", host),))] == summary.fetches
     assert samples[("trawl_crawl_fetch_seconds_bucket", (("host", host), ("le", "+Inf")))] == summary.fetches
@@ -56,7 +57,7 @@ def test_scraped_counts_equal_the_summary(tmp_path: Path) -> None:
         known = sum(db.status_counts().values())
     finally:
         db.close()
-    assert samples[("trawl_crawl_discovered_total", ())] == known - 1 == 5  # all but the seed
+    assert samples[("trawl_crawl_discovered_total", ())] == known - 1 == 6  # all but the seed
     assert samples[("trawl_crawl_recrawl_lag_seconds_count", ())] == 0  # first fetches only
 
 
