@@ -144,6 +144,11 @@ CREATE INDEX IF NOT EXISTS contents_b0 ON contents(b0);
 CREATE INDEX IF NOT EXISTS contents_b1 ON contents(b1);
 CREATE INDEX IF NOT EXISTS contents_b2 ON contents(b2);
 CREATE INDEX IF NOT EXISTS contents_b3 ON contents(b3);
+INSERT INTO contents(content_hash, url, simhash)
+SELECT DISTINCT ON (content_hash) content_hash, url, simhash FROM urls
+WHERE outcome = 'indexed' AND content_hash <> '' AND NOT EXISTS (SELECT 1 FROM contents)
+ORDER BY content_hash, id
+ON CONFLICT (content_hash) DO NOTHING;
 CREATE TABLE IF NOT EXISTS page_budget (
     id INTEGER PRIMARY KEY CHECK (id = 1),
     spent BIGINT NOT NULL
@@ -952,7 +957,8 @@ class PgCrawlDb:
         original (the same content hash, or a SimHash within ``max_distance`` bits), then
         record the winners. Two near-duplicates share a block, so their claims take a
         common lock and the later one sees the earlier one's row. A URL never loses to
-        itself: a retried batch claims again and wins again.
+        itself: a retried batch claims again and wins again. A database from before
+        ``contents`` gets it filled from its indexed ``urls`` when a worker opens it.
         """
         if not claims:
             return {}

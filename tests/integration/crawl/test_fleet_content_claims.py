@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import asyncio
 import threading
+import time
 from pathlib import Path
 
 import psycopg
@@ -20,7 +21,7 @@ from core.settings import CrawlSettings
 from crawl.dedup import ContentClaim, fingerprints
 from crawl.extract import parse_html
 from crawl.loop import Crawler
-from crawl.state import CrawlDb
+from crawl.state import CrawlDb, NewUrl, Outcome, UrlStatus, UrlUpdate
 from crawl.state_pg import PgCrawlDb
 from retrieval.docs_source import crawled_documents
 from tests.fixtures.crawl.web import HostServer, Site, html_page, prose
@@ -62,6 +63,27 @@ def test_a_copy_of_another_urls_document_loses_its_claim(pg_dsn: str) -> None:
     finally:
         w1.close()
         w2.close()
+
+
+def test_a_crawl_database_from_before_the_claims_knows_its_documents(pg_dsn: str) -> None:
+    """A fleet database made before ``contents`` existed has it filled from its indexed URLs on
+    start, so a new worker's copy of a page indexed back then loses its claim."""
+    db = PgCrawlDb(pg_dsn)
+    now = time.time()
+    db.apply(inserts=[NewUrl("http://a/old", "a", 0, 0.5)], leases=[], updates=[], hosts=[], now=now)
+    indexed = UrlUpdate("http://a/old", UrlStatus.DONE, Outcome.INDEXED, 200, content_hash="old", simhash=_S)
+    db.apply(inserts=[], leases=[], updates=[indexed], hosts=[], now=now)
+    with psycopg.connect(pg_dsn, autocommit=True) as conn:
+        conn.execute("DROP TABLE contents")  # as it was before
+    db.close()
+    reopened = PgCrawlDb(pg_dsn)
+    try:
+        lost = reopened.claim_contents([ContentClaim("http://b/new", "old", _S)], 3)
+        assert {url: (v.kind, v.of_url) for url, v in lost.items()} == {
+            "http://b/new": ("exact", "http://a/old")
+        }
+    finally:
+        reopened.close()
 
 
 def test_the_sqlite_backend_never_loses_a_claim(tmp_path: Path) -> None:
