@@ -59,11 +59,12 @@ class ContentClaims:
     ) -> tuple[list[Document], list[LostClaim]]:
         """The documents to store, and the claims lost; ``leases[i]`` fetched ``docs[i]``.
 
-        The lost documents' URLs become duplicates in ``batch`` (changed in place), and so
-        does every duplicate result there that names a lost document as its original.
+        The lost documents' URLs become duplicates in ``batch`` (changed in place), and
+        every duplicate result there that names a lost document as its original names the
+        winner instead (in a batch without documents too).
         """
         claims = [ContentClaim(doc.url, doc.content_hash, doc.simhash) for doc in docs]
-        lost: dict[str, DupVerdict] = self._store.claim_contents(claims, self._max_distance) if docs else {}
+        lost: dict[str, DupVerdict] = self._store.claim_contents(claims, self._max_distance) if claims else {}
         if not lost and not self._originals:
             return docs, []
         for url, verdict in lost.items():

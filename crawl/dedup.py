@@ -34,6 +34,7 @@ __all__ = [
     "hamming",
     "normalize_text",
     "simhash64",
+    "simhash_blocks",
 ]
 
 _WORDS = re.compile(r"\w+", re.UNICODE)
@@ -260,3 +261,9 @@ def _hash_key(text_hash: str) -> bytes | str:
 
 def _block(fingerprint: int, block: int) -> int:
     return (fingerprint >> (block * _BLOCK_BITS)) & ((1 << _BLOCK_BITS) - 1)
+
+
+def simhash_blocks(fingerprint: int) -> tuple[int, ...]:
+    """The fingerprint's block values, lowest bits first: what near-duplicate lookups key on
+    (here and in the fleet's ``contents`` table, whose ``b0``…``b3`` hold the same)."""
+    return tuple(_block(fingerprint & _MASK64, block) for block in range(_BLOCKS))

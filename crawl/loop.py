@@ -350,9 +350,7 @@ class _CrawlRun:
         if self._write_error is not None:
             raise OSError(f"An earlier crawl batch could not be stored: {self._write_error}")
         try:
-            lost: list[LostClaim] = []
-            if docs:
-                docs, lost = self._claims.settle(docs, list(leases), batch)
+            docs, lost = self._claims.settle(docs, list(leases), batch)
             if docs:
                 # Recorded before the append: a crash between the two leaves a size that
                 # disagrees with the docstore, which the next run's repair rewrites.

@@ -30,7 +30,7 @@ import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, ParamSpec, TypeVar, cast
 
-from crawl.dedup import ContentClaim, DupVerdict
+from crawl.dedup import ContentClaim, DupVerdict, simhash_blocks
 from crawl.state import (
     RECRAWL_OVERDUE,
     STALE_CLUSTERS,
@@ -205,6 +205,16 @@ _CLAIM_INSERT = (
     "SELECT * FROM unnest(%(hashes)s::text[], %(urls)s::text[], %(simhashes)s::bigint[]) "
     "ON CONFLICT (content_hash) DO NOTHING"
 )
+
+
+def _claim_arrays(claims: Sequence[ContentClaim]) -> dict[str, list[Any]]:
+    """The claims as the column arrays ``_CLAIM_FIND`` and ``_CLAIM_INSERT`` unnest."""
+    return {
+        "urls": [c.url for c in claims],
+        "hashes": [c.content_hash for c in claims],
+        "simhashes": [to_signed64(c.simhash) for c in claims],
+    }
+
 
 _DUE = (
     "kind = 'page' AND status = 'done' AND next_fetch IS NOT NULL AND fetch_count > 0 "
@@ -963,14 +973,9 @@ class PgCrawlDb:
         if not claims:
             return {}
         keys = sorted(
-            {(_CONTENT_LOCK + b, (c.simhash >> (16 * b)) & 0xFFFF) for c in claims for b in range(4)}
+            {(_CONTENT_LOCK + b, value) for c in claims for b, value in enumerate(simhash_blocks(c.simhash))}
         )
-        params = {
-            "urls": [c.url for c in claims],
-            "hashes": [c.content_hash for c in claims],
-            "simhashes": [to_signed64(c.simhash) for c in claims],
-            "max_distance": max_distance,
-        }
+        params = {**_claim_arrays(claims), "max_distance": max_distance}
         with self._wlock:
             conn = self._writer()
             with conn.transaction(), conn.cursor() as cur:
@@ -982,14 +987,7 @@ class PgCrawlDb:
                 }
                 won = [c for c in claims if c.url not in lost]
                 if won:
-                    cur.execute(
-                        _CLAIM_INSERT,
-                        {
-                            "urls": [c.url for c in won],
-                            "hashes": [c.content_hash for c in won],
-                            "simhashes": [to_signed64(c.simhash) for c in won],
-                        },
-                    )
+                    cur.execute(_CLAIM_INSERT, _claim_arrays(won))
         return lost
 
     def forget_cluster_sizes(self) -> None:
