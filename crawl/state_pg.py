@@ -23,6 +23,7 @@ Batches and rounds are set-based: one statement per kind of row, not one per row
 from __future__ import annotations
 
 import functools
+import hashlib
 import json
 import logging
 import threading
@@ -168,6 +169,10 @@ END
 $$;
 CREATE OR REPLACE TRIGGER urls_refund_page BEFORE UPDATE ON urls FOR EACH ROW
     WHEN (OLD.reserved AND NEW.status <> 'leased') EXECUTE FUNCTION trawl_refund_page();
+CREATE TABLE IF NOT EXISTS trawl_schema (
+    id INTEGER PRIMARY KEY CHECK (id = 1),
+    digest TEXT NOT NULL
+);
 """
 """The fleet's page budget (``--max-pages`` across workers, DECISIONS 41): ``page_budget.spent``
 counts pages fetched (done or failed with a fetch) and pages leased with a share of it
@@ -177,6 +182,13 @@ anything else gives it back. The per-host cap counts in ``host_admissions`` (a h
 without a row: not counted yet, read from ``hosts.admitted``, which databases from before
 that table kept, or from ``urls`` once)."""
 _SCHEMA_LOCK = 7_316_016  # pg_advisory_xact_lock key: workers starting together create the schema once
+_SCHEMA_DIGEST = hashlib.sha256(_SCHEMA.encode()).hexdigest()
+"""Which schema a database was last brought to: ``trawl_schema.digest``. A worker whose
+``_SCHEMA`` matches skips the DDL; running it again is not free even when every statement
+says ``IF NOT EXISTS``: ``ALTER TABLE ... ADD COLUMN IF NOT EXISTS`` and ``CREATE OR REPLACE
+TRIGGER`` take an ACCESS EXCLUSIVE lock on ``urls``, and a worker joining a crawl already
+running queued behind the others' reads and deadlocked with their writes (a fleet test
+died on ``DeadlockDetected`` here)."""
 _CONTENT_LOCK = 7_316_100
 """First of four ``pg_advisory_xact_lock(class, value)`` classes, one per 16-bit SimHash block
 (the two-key space does not overlap the one-key space of ``_SCHEMA_LOCK``)."""
@@ -464,9 +476,29 @@ class PgCrawlDb:
         self.pages_left: int | None = None
         """Pages left of the fleet's budget after the last lease that asked with one."""
         if not readonly:
-            with self._conn.transaction():
-                self._conn.execute("SELECT pg_advisory_xact_lock(%s)", (_SCHEMA_LOCK,))
-                self._conn.execute(_SCHEMA)
+            self._ensure_schema()
+
+    @_retry_on_conflict
+    def _ensure_schema(self) -> None:
+        """Create or upgrade the schema once per version, under the fleet's schema lock."""
+        with self._lock, self._conn.transaction():
+            self._conn.execute("SELECT pg_advisory_xact_lock(%s)", (_SCHEMA_LOCK,))
+            if self._schema_digest() == _SCHEMA_DIGEST:
+                return
+            self._conn.execute(_SCHEMA)
+            self._conn.execute(
+                "INSERT INTO trawl_schema(id, digest) VALUES (1, %s) "
+                "ON CONFLICT (id) DO UPDATE SET digest = EXCLUDED.digest",
+                (_SCHEMA_DIGEST,),
+            )
+
+    def _schema_digest(self) -> str | None:
+        """The digest recorded by the last worker that ran the DDL (None: never, or older code)."""
+        found = self._conn.execute("SELECT to_regclass('trawl_schema') IS NOT NULL AS t").fetchone()
+        if not (found and found["t"]):
+            return None
+        row = self._conn.execute("SELECT digest FROM trawl_schema WHERE id = 1").fetchone()
+        return None if row is None else str(row["digest"])
 
     def _writer(self) -> psycopg.Connection[dict[str, Any]]:
         if self._wconn is None:

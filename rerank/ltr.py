@@ -4,8 +4,11 @@ A model is a directory: ``model.txt`` (LightGBM's own text format, no pickle), f
 bagged model its other members ``model-1.txt`` … (``card.json`` ``members``), and
 ``card.json`` (what it was trained on, with which features and parameters, its
 cross-validated metrics, when, and from which code). Loading checks the card's feature
-list against :data:`rerank.features.SCHEMA`: a model silently reading columns in
-another order would rank nonsense without any error.
+list against :data:`rerank.features.SCHEMA` and scores a model on its own columns, by
+name: a model silently reading columns in another order would rank nonsense without
+any error. A model trained before a feature was added keeps loading and ranks exactly
+as it did (the new columns are computed and logged, not given to it); one that names a
+feature this code does not compute is refused.
 
 The stage fetches the candidates' stored documents, computes features with the same
 function training used, scores, and sorts. With ``explain`` it returns each hit's
@@ -34,7 +37,7 @@ from core.atomic import staging_dir
 from core.errors import ModelLoadError
 from core.types import DocId, Query, ScoredDoc
 from rerank.feature_log import FeatureLogger
-from rerank.features import SCHEMA, FeatureContext, compute_features
+from rerank.features import INDEX, SCHEMA, FeatureContext, compute_features
 from rerank.model_card import CARD_FILE, CardFormat, read_card, write_card
 from retrieval.hybrid import Candidate
 from retrieval.ranking import RankContext, RankOutput
@@ -76,6 +79,18 @@ class LtrModel:
     card: Mapping[str, Any] = field(default_factory=dict)
 
     @property
+    def columns(self) -> NDArray[np.intp] | None:
+        """Where the model's features are in a :data:`SCHEMA` row; None when it reads every column."""
+        if self.features == SCHEMA:
+            return None
+        return np.asarray([INDEX[name] for name in self.features], dtype=np.intp)
+
+    def model_values(self, values: NDArray[np.float64]) -> NDArray[np.float64]:
+        """The model's own columns of full :data:`SCHEMA` rows, in the order it was trained on."""
+        columns = self.columns
+        return values if columns is None else values[:, columns]
+
+    @property
     def model_id(self) -> str:
         """Name and content hash: what logs and reports record."""
         return str(self.card.get("model_id") or model_id_of(self.boosters, str(self.card.get("name", "ltr"))))
@@ -109,12 +124,13 @@ class LtrModel:
                 str(directory), f"expected {MODEL_FILE} and {CARD_FILE}; train one with `trawl train ltr`"
             )
         card = read_card(directory, CARD)
-        features = tuple(card.get("features", ()))
-        if features != SCHEMA:
+        features = tuple(str(name) for name in card.get("features", ()))
+        unknown = [name for name in features if name not in INDEX]
+        if unknown or not features or len(set(features)) != len(features):
             raise ModelLoadError(
                 str(directory),
-                "it was trained on a different feature schema "
-                f"({len(features)} features, this code has {len(SCHEMA)}); retrain it with `trawl train ltr`",
+                "it was trained on a feature schema this code does not compute "
+                f"({', '.join(unknown) or 'empty or repeated names'}); retrain it with `trawl train ltr`",
             )
         members = card.get("members", 1)
         if not isinstance(members, int) or members < 1:
@@ -128,9 +144,9 @@ class LtrModel:
             )
         boosters = tuple(lgb.Booster(model_file=str(directory / member_file(i))) for i in range(members))
         for booster in boosters:
-            if booster.num_feature() != len(SCHEMA):
+            if booster.num_feature() != len(features):
                 raise ModelLoadError(
-                    str(directory), f"model has {booster.num_feature()} features, card {len(SCHEMA)}"
+                    str(directory), f"model has {booster.num_feature()} features, card {len(features)}"
                 )
         return cls(boosters=boosters, features=features, card=card)
 
@@ -211,10 +227,11 @@ class LtrStage:
             context=FeatureContext(now_s=now_s, user_lang=self.user_lang),
             shard=shard,
         )
-        scores = self.model.score(matrix.values)
+        values = self.model.model_values(matrix.values)
+        scores = self.model.score(values)
         order = sorted(range(len(candidates)), key=lambda i: (-scores[i], matrix.doc_ids[i]))
         ranked = [ScoredDoc(matrix.doc_ids[i], float(scores[i])) for i in order]
-        info = explain_rows(self.model, matrix.doc_ids, matrix.values, scores) if explain else {}
+        info = explain_rows(self.model, matrix.doc_ids, values, scores) if explain else {}
         if self.feature_log is not None and self.feature_log.should_log():
             self.feature_log.log(
                 query=query,

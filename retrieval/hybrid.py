@@ -21,7 +21,7 @@ from __future__ import annotations
 import dataclasses
 import logging
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 from numpy.typing import NDArray
@@ -58,6 +58,9 @@ class Candidate:
     """The document matches the lexical query, in the lexical top-k or below it. A vector
     candidate without ``bm25`` may still match (deeper in the lexical list): counted once
     in a ranked list's total, not as lexical match and vector-only document both."""
+    doc_vector: NDArray[np.float32] | None = field(default=None, compare=False, repr=False)
+    """The document's own vector (:meth:`retrieval.vector.VectorShard.doc_vectors`), sent with
+    the fields: learned rankers compare candidates with each other by it."""
 
     def field_score(self, field: str) -> float:
         return next((score for name, score in self.field_bm25 if name == field), 0.0)
@@ -157,6 +160,8 @@ class CandidateFields:
 
     field_bm25: dict[DocId, tuple[tuple[str, float], ...]]
     cosine: dict[DocId, float]
+    doc_vectors: dict[DocId, NDArray[np.float32]] = field(default_factory=dict)
+    """Every candidate's document vector (those with vectors), for ``dense_prf`` features."""
 
     @classmethod
     def compute(
@@ -174,19 +179,24 @@ class CandidateFields:
         per_field = [[(name, field.get(d, 0.0)) for d in doc_ids] for name, field in scores.items()]
         rows = list(zip(*per_field, strict=True)) if per_field else [()] * len(doc_ids)
         cosine: dict[DocId, float] = {}
-        if vectors is not None and vector is not None and needs_cosine:
-            cosine = vectors.similarity(vector, needs_cosine)
-        return cls(dict(zip(doc_ids, rows, strict=True)), cosine)
+        doc_vectors: dict[DocId, NDArray[np.float32]] = {}
+        if vectors is not None and vector is not None:
+            if needs_cosine:
+                cosine = vectors.similarity(vector, needs_cosine)
+            doc_vectors = vectors.doc_vectors(doc_ids)
+        return cls(dict(zip(doc_ids, rows, strict=True)), cosine, doc_vectors)
 
     @classmethod
     def merge(cls, parts: Iterable[CandidateFields]) -> CandidateFields:
         """Several shards' fields as one (a document lives in one shard)."""
         field_bm25: dict[DocId, tuple[tuple[str, float], ...]] = {}
         cosine: dict[DocId, float] = {}
+        doc_vectors: dict[DocId, NDArray[np.float32]] = {}
         for part in parts:
             field_bm25.update(part.field_bm25)
             cosine.update(part.cosine)
-        return cls(field_bm25, cosine)
+            doc_vectors.update(part.doc_vectors)
+        return cls(field_bm25, cosine, doc_vectors)
 
     def apply(self, candidates: Iterable[Candidate]) -> list[Candidate]:
         """The candidates with their fields and, where they had none, their exact cosine."""
@@ -200,6 +210,7 @@ class CandidateFields:
                 c.vector_rank,
                 self.field_bm25.get(c.doc_id, ()),
                 c.lexical_match,
+                self.doc_vectors.get(c.doc_id),
             )
             for c in candidates
         ]
@@ -275,6 +286,7 @@ def merge_shards(
                 vr,
                 c.field_bm25,
                 c.lexical_match or c.bm25 is not None,  # cut from the global top-k, still a match
+                c.doc_vector,
             )
         )
     return out

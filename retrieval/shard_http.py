@@ -11,6 +11,7 @@ so a shard process answers from an update batch at the first request after it.
 
 from __future__ import annotations
 
+import base64
 import copy
 import dataclasses
 import logging
@@ -25,6 +26,7 @@ import httpx
 import numpy as np
 from fastapi import FastAPI, Request
 from fastapi.responses import JSONResponse
+from numpy.typing import NDArray
 from pydantic import BaseModel
 
 from core.errors import ManifestError, ShardUnavailable
@@ -62,6 +64,30 @@ def query_from_wire(data: dict[str, Any]) -> Query:
     )
 
 
+def _b64_f4(values: NDArray[np.float32]) -> str:
+    return base64.b64encode(np.ascontiguousarray(values, dtype="<f4").tobytes()).decode("ascii")
+
+
+def vectors_to_wire(vectors: dict[DocId, NDArray[np.float32]]) -> dict[str, Any]:
+    """Document vectors as ids plus one base64 block of little-endian float32 rows (exact bits)."""
+    ids = list(vectors)
+    rows = np.stack([vectors[d] for d in ids]) if ids else np.zeros((0, 0), dtype=np.float32)
+    return {
+        "doc_ids": [str(int(d)) for d in ids],
+        "dim": int(rows.shape[1]) if ids else 0,
+        "data": _b64_f4(rows),
+    }
+
+
+def vectors_from_wire(data: dict[str, Any] | None) -> dict[DocId, NDArray[np.float32]]:
+    if not data or not data.get("doc_ids"):
+        return {}
+    ids = [DocId(int(d)) for d in data["doc_ids"]]
+    rows = np.frombuffer(base64.b64decode(data["data"]), dtype="<f4").astype(np.float32)
+    rows = rows.reshape(len(ids), int(data["dim"]))
+    return {d: rows[i] for i, d in enumerate(ids)}
+
+
 def candidate_to_wire(c: Candidate) -> dict[str, Any]:
     return {
         "doc_id": str(int(c.doc_id)),
@@ -72,6 +98,7 @@ def candidate_to_wire(c: Candidate) -> dict[str, Any]:
         "vector_rank": c.vector_rank,
         "field_bm25": [list(p) for p in c.field_bm25],
         "lexical_match": c.lexical_match,
+        "doc_vector": _b64_f4(c.doc_vector) if c.doc_vector is not None else None,
     }
 
 
@@ -85,6 +112,9 @@ def candidate_from_wire(d: dict[str, Any]) -> Candidate:
         vector_rank=d["vector_rank"],
         field_bm25=tuple((str(f), float(s)) for f, s in d["field_bm25"]),
         lexical_match=bool(d.get("lexical_match", d["bm25"] is not None)),
+        doc_vector=np.frombuffer(base64.b64decode(d["doc_vector"]), dtype="<f4").astype(np.float32)
+        if d.get("doc_vector")
+        else None,
     )
 
 
@@ -316,6 +346,7 @@ def create_shard_app(
                 [str(int(d)), [list(p) for p in pairs]] for d, pairs in got.fields.field_bm25.items()
             ],
             "cosine": [[str(int(d)), c] for d, c in got.fields.cosine.items()],
+            "doc_vectors": vectors_to_wire(got.fields.doc_vectors),
             "features": got.features.to_wire() if got.features is not None else None,
         }
 
@@ -428,6 +459,7 @@ class HttpShard:
                 DocId(int(d)): tuple((str(f), float(v)) for f, v in pairs) for d, pairs in data["field_bm25"]
             },
             cosine={DocId(int(d)): float(c) for d, c in data["cosine"]},
+            doc_vectors=vectors_from_wire(data.get("doc_vectors")),
         )
         return Annotations(
             fields=fields,

@@ -85,6 +85,8 @@ class VectorShard:
         self._exact: tuple[NDArray[np.float32], NDArray[np.intp], NDArray[np.int64]] | None = None
         self._exact_lock = threading.Lock()
         self._by_doc: tuple[NDArray[np.float32], NDArray[np.intp], NDArray[np.int64]] | None = None
+        self._doc_means: tuple[NDArray[np.float32], NDArray[np.float32]] | None = None
+        """(the exact matrix they were made from, one unit mean vector per document)."""
 
     @classmethod
     def from_settings(cls, s: EmbedSettings, *, dim: int, model_id: str, capacity: int = 1024) -> Self:
@@ -271,6 +273,33 @@ class VectorShard:
         sims = (matrix[rows] * np.asarray(vector, dtype=np.float32)).sum(axis=1)
         best = np.maximum.reduceat(sims, np.cumsum(lengths) - lengths) if len(sims) else sims
         return {DocId(d): s for d, s in zip(wanted.tolist(), best.astype(np.float64).tolist(), strict=True)}
+
+    def doc_vectors(self, doc_ids: Sequence[DocId]) -> dict[DocId, NDArray[np.float32]]:
+        """Each document's vector: the unit-length mean of its passage vectors; absent ones left out.
+
+        What the learned ranker compares candidates with each other by
+        (``rerank.features``' ``dense_prf_top<n>``): a long page's passages each match
+        the query in one place, and their mean says what the page is about as a whole.
+        Computed for every document once per exact matrix (a few milliseconds for
+        50K passages) and then read by row, so a document's vector never depends on
+        which other documents a request names.
+        """
+        if not doc_ids:
+            return {}
+        matrix, order, docs, starts = self._rows_by_doc()
+        if len(docs) == 0:
+            return {}
+        means = self._doc_means
+        if means is None or means[0] is not matrix:
+            sums = np.add.reduceat(matrix[order], starts[:-1], axis=0)
+            norms = np.linalg.norm(sums, axis=1, keepdims=True)
+            norms[norms == 0.0] = 1.0
+            means = self._doc_means = (matrix, (sums / norms).astype(np.float32))
+        wanted = np.asarray([int(d) for d in doc_ids], dtype=np.int64)
+        at = np.minimum(np.searchsorted(docs, wanted), len(docs) - 1)
+        found = docs[at] == wanted
+        vectors = means[1]
+        return {DocId(int(d)): vectors[i] for d, i in zip(wanted[found], at[found], strict=True)}
 
     # -- persistence ---------------------------------------------------------------------
 

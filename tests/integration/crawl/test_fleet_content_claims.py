@@ -74,7 +74,8 @@ def test_a_crawl_database_from_before_the_claims_knows_its_documents(pg_dsn: str
     indexed = UrlUpdate("http://a/old", UrlStatus.DONE, Outcome.INDEXED, 200, content_hash="old", simhash=_S)
     db.apply(inserts=[], leases=[], updates=[indexed], hosts=[], now=now)
     with psycopg.connect(pg_dsn, autocommit=True) as conn:
-        conn.execute("DROP TABLE contents")  # as it was before
+        conn.execute("DROP TABLE contents")  # as it was before,
+        conn.execute("DROP TABLE trawl_schema")  # and before workers recorded the schema they made
     db.close()
     reopened = PgCrawlDb(pg_dsn)
     try:

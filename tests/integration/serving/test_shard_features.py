@@ -120,6 +120,11 @@ def test_fields_asked_after_the_cut_equal_fields_computed_before_it(root: Path, 
     replies = [s.candidates(request) for s in shards]
     before = merge_shards([r.candidates for r in replies], k_lexical=k, k_vector=k)
     assert gathered.candidates == before
+    # Document vectors (dense_prf) come with the fields, bit for bit what one step gives.
+    assert all(c.doc_vector is not None for c in gathered.candidates)
+    for asked, whole_list in zip(gathered.candidates, before, strict=True):
+        assert whole_list.doc_vector is not None and asked.doc_vector is not None
+        assert asked.doc_vector.tobytes() == whole_list.doc_vector.tobytes()
     assert any(c.vector_rank is None and c.cosine is not None for c in before)  # exact cosines asked
     assert len(before) < sum(len(r.candidates) for r in replies)  # the cut dropped some
     whole = ShardFeatures.merge([r.features for r in replies if r.features is not None])

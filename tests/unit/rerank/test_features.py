@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import math
 import random
+from typing import Any
 
 import numpy as np
 import pytest
@@ -14,6 +15,7 @@ from rerank.features import (
     SCHEMA,
     FeatureContext,
     compute_features,
+    dense_prf,
     fast_analyze,
     min_window,
     prf_similarity,
@@ -215,7 +217,7 @@ def test_url_depth(url: str, depth: int) -> None:
 
 def test_schema_is_fixed_and_indexed() -> None:
     assert len(SCHEMA) == len(set(SCHEMA)) == len(INDEX)
-    assert SCHEMA[:2] == ("bm25", "bm25_ratio") and SCHEMA[-1] == "prf_top20"
+    assert SCHEMA[:2] == ("bm25", "bm25_ratio") and SCHEMA[-1] == "dense_prf_top5"
 
 
 def _slow_prf(texts: list[list[str] | None], first_stage: np.ndarray, top: int) -> list[float]:
@@ -254,10 +256,84 @@ def test_prf_similarity_matches_its_plain_definition() -> None:
         ]
         first_stage = np.array([math.nan if rng.random() < 0.2 else rng.random() for _ in range(n)])
         got = prf_similarity(texts, first_stage, tops=(1, 3, 10))
-        for top, column in zip((1, 3, 10), got, strict=True):
-            want = (
-                _slow_prf(texts, first_stage, top)
-                if sum(t is not None for t in texts) >= 2
-                else [math.nan] * n
-            )
-            np.testing.assert_allclose(column, want, rtol=1e-9, atol=1e-12, equal_nan=True)
+        _assert_defined_as(got, (1, 3, 10), _slow_prf, texts, first_stage, tol=1e-9, atol=1e-12)
+
+
+def _assert_defined_as(
+    got: list[np.ndarray],
+    tops: tuple[int, ...],
+    slow: Any,
+    inputs: list[Any],
+    first_stage: np.ndarray,
+    *,
+    tol: float,
+    atol: float,
+) -> None:
+    """Each depth's column equals the plain definition, or NaN everywhere with under two inputs."""
+    enough = sum(x is not None for x in inputs) >= 2
+    for top, column in zip(tops, got, strict=True):
+        want = slow(inputs, first_stage, top) if enough else [math.nan] * len(inputs)
+        np.testing.assert_allclose(column, want, rtol=tol, atol=atol, equal_nan=True)
+
+
+def _slow_dense_prf(vectors: list[np.ndarray | None], first_stage: np.ndarray, top: int) -> list[float]:
+    """The definition, written plainly: mean cosine to the other top documents' vectors."""
+    live = [i for i, v in enumerate(vectors) if v is not None]
+    order = sorted(live, key=lambda i: (-(first_stage[i] if not math.isnan(first_stage[i]) else -1.0), i))
+    chosen = order[:top]
+    out = []
+    for i, v in enumerate(vectors):
+        if v is None:
+            out.append(math.nan)
+            continue
+        others = [j for j in chosen if j != i]
+        dots = [float(np.dot(v.astype(np.float64), vectors[j].astype(np.float64))) for j in others]  # type: ignore[union-attr]
+        out.append(sum(dots) / len(others) if others else 0.0)
+    return out
+
+
+def _unit(rng: np.random.Generator, dim: int = 8) -> np.ndarray:
+    v = rng.normal(size=dim).astype(np.float32)
+    return v / np.linalg.norm(v)
+
+
+def test_dense_prf_matches_its_plain_definition() -> None:
+    rng = np.random.default_rng(3)
+    for _ in range(30):
+        n = int(rng.integers(0, 30))
+        vectors = [None if rng.random() < 0.15 else _unit(rng) for _ in range(n)]
+        first_stage = np.array([math.nan if rng.random() < 0.2 else rng.random() for _ in range(n)])
+        got = dense_prf(vectors, first_stage, tops=(1, 3, 5))
+        _assert_defined_as(got, (1, 3, 5), _slow_dense_prf, vectors, first_stage, tol=1e-5, atol=1e-6)
+
+
+def test_dense_prf_ranks_the_off_topic_candidate_last() -> None:
+    """Four candidates about one thing and one about another: the odd one agrees least,
+    and a candidate's value does not change with the others it is computed beside."""
+    rng = np.random.default_rng(0)
+    topic, other = _unit(rng, 16), _unit(rng, 16)
+    near = [(topic + 0.2 * _unit(rng, 16)) for _ in range(4)]
+    vectors: list[np.ndarray | None] = [*(v / np.linalg.norm(v) for v in near), other]
+    first_stage = np.array([0.9, 0.8, 0.7, 0.6, 0.95])  # the odd one is the first-stage best
+    (column,) = dense_prf(vectors, first_stage, tops=(5,))
+    assert int(np.argmin(column)) == 4
+    assert column[:4].min() > 0.5 > column[4]
+    (again,) = dense_prf([*vectors, _unit(rng, 16)], np.append(first_stage, 0.1), tops=(5,))
+    assert again[:5].tolist() == column.tolist()  # the extra candidate is not in the top 5
+
+
+def test_candidates_vectors_feed_the_dense_prf_column() -> None:
+    query, candidates, docs = _example()
+    rng = np.random.default_rng(1)
+    a, b = _unit(rng), _unit(rng)
+    with_vectors = [
+        Candidate(
+            c.doc_id, c.shard_id, c.bm25, c.cosine, c.lexical_rank, c.vector_rank, c.field_bm25, doc_vector=v
+        )
+        for c, v in zip(candidates, (a, b), strict=True)
+    ]
+    m = compute_features(query, with_vectors, docs, context=FeatureContext(now_s=NOW))
+    assert m.row(DocId(1))["dense_prf_top5"] == pytest.approx(float(np.dot(a, b)), rel=1e-6)
+    assert m.row(DocId(2))["dense_prf_top5"] == pytest.approx(float(np.dot(a, b)), rel=1e-6)
+    plain = compute_features(query, candidates, docs, context=FeatureContext(now_s=NOW))
+    assert math.isnan(plain.row(DocId(1))["dense_prf_top5"])  # no vectors: missing, not zero

@@ -91,13 +91,48 @@ def test_stage_without_explain_returns_no_explanations() -> None:
     assert out.explain == {} and len(out.ranked) == 3
 
 
-def test_model_with_another_schema_is_refused(tmp_path: Path) -> None:
+def test_model_naming_a_feature_this_code_does_not_compute_is_refused(tmp_path: Path) -> None:
+    path = tiny_model().save(tmp_path / "m")
+    card = json.loads((path / "card.json").read_text())
+    card["features"] = [*card["features"][:-1], "no_such_feature"]
+    (path / "card.json").write_text(json.dumps(card))
+    with pytest.raises(ModelLoadError, match=re.escape("does not compute (no_such_feature)")):
+        LtrModel.load(path)
+
+
+def test_card_and_booster_disagreeing_on_the_feature_count_is_refused(tmp_path: Path) -> None:
     path = tiny_model().save(tmp_path / "m")
     card = json.loads((path / "card.json").read_text())
     card["features"] = card["features"][:-1]
     (path / "card.json").write_text(json.dumps(card))
-    with pytest.raises(ModelLoadError, match=re.escape("trained on a different feature schema")):
+    with pytest.raises(
+        ModelLoadError, match=re.escape(f"model has {len(SCHEMA)} features, card {len(SCHEMA) - 1}")
+    ):
         LtrModel.load(path)
+
+
+def test_a_model_of_an_older_schema_scores_on_its_own_columns(tmp_path: Path) -> None:
+    """A model trained before a feature existed (and with its columns in another order)
+    keeps ranking exactly as it did: it is given its own columns, by name."""
+    older = tuple(reversed([name for name in SCHEMA if name != "dense_prf_top5"]))
+    rng = np.random.default_rng(1)
+    x = rng.random((400, len(older)))
+    y = (x[:, older.index("bm25")] + x[:, older.index("coverage_body")] > 1.1).astype(int)
+    train = lgb.Dataset(x, label=y, group=[20] * 20, feature_name=list(older), free_raw_data=False)
+    params = {"objective": "lambdarank", "verbosity": -1, "num_threads": 1, "min_data_in_leaf": 5}
+    booster = lgb.train(params, train, num_boost_round=10)
+    path = LtrModel(boosters=(booster,), features=older, card={"name": "older"}).save(tmp_path / "older")
+    model = LtrModel.load(path)
+    assert model.features == older
+    query = parse_query("wing flow")
+    out = LtrStage(model, clock=lambda: NOW).rank(query, CANDIDATES, explain=True, context=_context())
+    full = compute_features(query, CANDIDATES, DOCS, context=FeatureContext(now_s=NOW)).values
+    own = full[:, [SCHEMA.index(name) for name in older]]
+    expected = booster.predict(own, num_threads=1)
+    assert {h.doc_id: h.score for h in out.ranked} == {
+        d: float(s) for d, s in zip((1, 2, 3), expected, strict=True)
+    }
+    assert set(out.explain[DocId(1)]["ltr"]["features"]) == set(older)
 
 
 def test_missing_model_directory_says_how_to_make_one(tmp_path: Path) -> None:

@@ -215,3 +215,24 @@ def test_warm_builds_the_exact_matrix_before_any_query() -> None:
     shard.similarity(vectors[0], [DocId(1)])
     shard.search_exact(vectors[0], 3)
     assert counting.reads == 1
+
+
+def test_a_documents_vector_is_the_unit_mean_of_its_passages_and_follows_changes() -> None:
+    shard = VectorShard(dim=DIM, model_id="m@1", capacity=4)
+    shard.add([7, 7, 7, 8], np.stack([basis(0), basis(1), basis(3), (basis(3) + basis(4)) / np.sqrt(2)]))
+    got = shard.doc_vectors([DocId(8), DocId(7), DocId(99)])
+    assert set(got) == {7, 8}  # an unknown document is left out
+    np.testing.assert_allclose(got[DocId(7)], (basis(0) + basis(1) + basis(3)) / np.sqrt(3), atol=1e-6)
+    np.testing.assert_allclose(got[DocId(8)], (basis(3) + basis(4)) / np.sqrt(2), atol=1e-6)
+    assert got[DocId(7)].dtype == np.float32
+    shard.add([7], np.stack([basis(5)]))  # re-embedded: one passage now
+    np.testing.assert_allclose(shard.doc_vectors([DocId(7)])[DocId(7)], basis(5), atol=1e-6)
+    shard.delete([8])
+    assert shard.doc_vectors([DocId(8)]) == {}
+
+
+def test_a_documents_vector_does_not_depend_on_the_other_documents_asked() -> None:
+    shard, _ = filled_shard(60)
+    alone = shard.doc_vectors([DocId(5)])[DocId(5)]
+    among = shard.doc_vectors([DocId(d) for d in range(1, 61)])[DocId(5)]
+    assert alone.tobytes() == among.tobytes()
