@@ -68,6 +68,11 @@ def _b64_f4(values: NDArray[np.float32]) -> str:
     return base64.b64encode(np.ascontiguousarray(values, dtype="<f4").tobytes()).decode("ascii")
 
 
+def _f4_from_b64(text: str) -> NDArray[np.float32]:
+    """:func:`_b64_f4`'s inverse: the same bits, as native float32."""
+    return np.frombuffer(base64.b64decode(text), dtype="<f4").astype(np.float32)
+
+
 def vectors_to_wire(vectors: dict[DocId, NDArray[np.float32]]) -> dict[str, Any]:
     """Document vectors as ids plus one base64 block of little-endian float32 rows (exact bits)."""
     ids = list(vectors)
@@ -83,8 +88,7 @@ def vectors_from_wire(data: dict[str, Any] | None) -> dict[DocId, NDArray[np.flo
     if not data or not data.get("doc_ids"):
         return {}
     ids = [DocId(int(d)) for d in data["doc_ids"]]
-    rows = np.frombuffer(base64.b64decode(data["data"]), dtype="<f4").astype(np.float32)
-    rows = rows.reshape(len(ids), int(data["dim"]))
+    rows = _f4_from_b64(data["data"]).reshape(len(ids), int(data["dim"]))
     return {d: rows[i] for i, d in enumerate(ids)}
 
 
@@ -112,9 +116,7 @@ def candidate_from_wire(d: dict[str, Any]) -> Candidate:
         vector_rank=d["vector_rank"],
         field_bm25=tuple((str(f), float(s)) for f, s in d["field_bm25"]),
         lexical_match=bool(d.get("lexical_match", d["bm25"] is not None)),
-        doc_vector=np.frombuffer(base64.b64decode(d["doc_vector"]), dtype="<f4").astype(np.float32)
-        if d.get("doc_vector")
-        else None,
+        doc_vector=_f4_from_b64(d["doc_vector"]) if d.get("doc_vector") else None,
     )
 
 
