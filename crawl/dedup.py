@@ -61,21 +61,47 @@ _ASCII_NON_WORD_TO_SPACE = bytes(
     byte if byte >= 0x80 or chr(byte).isalnum() or byte == 0x5F else 0x20 for byte in range(256)
 )
 """``bytes.translate`` table: every ASCII byte that is not ``\\w`` becomes a space."""
+_ASCII_BYTES = bytes(range(128))
+
+
+_FEW_NON_WORD_CHARACTERS = 16
+"""Distinct non-ASCII non-word characters up to which ``str.replace`` passes beat one regex pass."""
 
 
 def _utf8_words(text: str) -> list[bytes]:
     """``_WORDS.findall(text.lower())``, each word UTF-8 encoded, at C speed.
 
     ``re``'s ``\\w`` is ``str.isalnum()`` or ``_``. Once the non-ASCII characters that
-    are not word characters are spaces (rare in text: one regex pass), every byte of
-    the UTF-8 encoding either belongs to a word character or is an ASCII byte, which one
-    ``bytes.translate`` classifies; ``bytes.split`` then cuts the words without creating
-    the intermediate ``str`` words the regex would.
+    are not word characters are spaces, every byte of the UTF-8 encoding either belongs
+    to a word character or is an ASCII byte, which one ``bytes.translate`` classifies;
+    ``bytes.split`` then cuts the words without creating the intermediate ``str`` words
+    the regex would.
     """
     lowered = text.lower()
     if not lowered.isascii():
-        lowered = _NON_ASCII_NON_WORD.sub(" ", lowered)
+        lowered = _non_ascii_non_word_to_space(lowered)
     return lowered.encode("utf-8").translate(_ASCII_NON_WORD_TO_SPACE).split()
+
+
+def _non_ascii_non_word_to_space(text: str) -> str:
+    """``_NON_ASCII_NON_WORD.sub(" ", text)``, usually without the regex.
+
+    Almost every page has some non-ASCII character (a pilcrow, a curly quote, a
+    no-break space), so this runs on most texts, and the regex's character-class scan
+    was half the fingerprint's cost on the Python docs. The distinct non-ASCII
+    characters come from deleting the ASCII bytes of the UTF-8 encoding (what is left
+    is whole UTF-8 sequences, so it decodes); the few that are not word characters are
+    each replaced at ``memchr`` speed. Lone surrogates (a lossy decode upstream) survive
+    the round trip through ``surrogatepass`` and are replaced like any non-word character.
+    """
+    encoded = text.encode("utf-8", "surrogatepass")
+    distinct = set(encoded.translate(None, _ASCII_BYTES).decode("utf-8", "surrogatepass"))
+    non_word = [char for char in distinct if not char.isalnum()]
+    if len(non_word) > _FEW_NON_WORD_CHARACTERS:
+        return _NON_ASCII_NON_WORD.sub(" ", text)
+    for char in non_word:
+        text = text.replace(char, " ")
+    return text
 
 
 def _splitmix64(x: np.ndarray) -> np.ndarray:

@@ -181,6 +181,7 @@ class CrossEncoderStage:
         self.weight = weight
         self.name = name
         self.needs_vector = ltr.needs_vector
+        self.with_doc_vectors = ltr.with_doc_vectors
         self.last_ce_ms = 0.0
         """Wall time of the last query's cross-encoder pass (what the stage adds to LTR)."""
 

@@ -40,7 +40,7 @@ import logging
 import math
 import re
 from collections import Counter
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -97,6 +97,15 @@ DENSE_PRF_DEPTHS: tuple[int, ...] = (5,)
 """The same for ``dense_prf_top<n>``. One depth: with 5, 10 and 20 (the lexical features'
 depths) own-fold nDCG@10 rose less on cisi (.4478 against .4571 with 5 alone; cranfield
 .4610 and .4612), a choice made on those reported figures (DECISIONS 53)."""
+DOC_VECTOR_FEATURES = frozenset(f"dense_prf_top{top}" for top in DENSE_PRF_DEPTHS)
+"""The features computed from the candidates' document vectors (NaN without them)."""
+
+
+def reads_doc_vectors(features: Iterable[str]) -> bool:
+    """Whether a model with these features needs the candidates' document vectors gathered."""
+    return not DOC_VECTOR_FEATURES.isdisjoint(features)
+
+
 RRF_K = 60
 """k of the ``rrf`` feature: part of the schema (a trained model saw this k), so it does not
 follow the serving knob ``search.rrf_k``."""

@@ -37,7 +37,7 @@ from core.atomic import staging_dir
 from core.errors import ModelLoadError
 from core.types import DocId, Query, ScoredDoc
 from rerank.feature_log import FeatureLogger
-from rerank.features import INDEX, SCHEMA, FeatureContext, compute_features
+from rerank.features import INDEX, SCHEMA, FeatureContext, compute_features, reads_doc_vectors
 from rerank.model_card import CARD_FILE, CardFormat, read_card, write_card
 from retrieval.hybrid import Candidate
 from retrieval.ranking import RankContext, RankOutput
@@ -206,6 +206,7 @@ class LtrStage:
         self.model = model
         self.name = name
         self.needs_vector = needs_vector
+        self.with_doc_vectors = reads_doc_vectors(model.features)
         self.feature_log = feature_log
         self.user_lang = user_lang
         self.clock = clock

@@ -44,6 +44,8 @@ class ShardRequest:
     k_vector: int
     stats: CorpusStats | None
     with_fields: bool = False
+    with_doc_vectors: bool = False
+    """With ``with_fields``: the candidates' document vectors too (only ``dense_prf`` reads them)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -72,6 +74,7 @@ class AnnotateRequest:
     stats: CorpusStats | None
     doc_ids: tuple[DocId, ...]
     needs_cosine: tuple[DocId, ...]
+    with_doc_vectors: bool = False
 
 
 @dataclass(frozen=True, slots=True)
@@ -139,6 +142,7 @@ class LocalShard:
             k_vector=request.k_vector if self.vector is not None else 0,
             shard_id=self.shard_id,
             with_fields=request.with_fields,
+            with_doc_vectors=request.with_doc_vectors,
             stats=request.stats,
             totals=total_holder,
         )
@@ -167,6 +171,7 @@ class LocalShard:
             request.stats,
             request.doc_ids,
             request.needs_cosine,
+            with_doc_vectors=request.with_doc_vectors,
         )
         forward = self.lexical.forward
         features = None
@@ -475,12 +480,13 @@ class Broker:
         k_lexical: int,
         k_vector: int,
         with_fields: bool = False,
+        with_doc_vectors: bool = False,
         deadline_s: float | None = None,
     ) -> Gathered:
         with self._in_flight_lock:
             self._in_flight += 1
         try:
-            return self._gather(query, vector, k_lexical, k_vector, with_fields, deadline_s)
+            return self._gather(query, vector, k_lexical, k_vector, with_fields, with_doc_vectors, deadline_s)
         finally:
             with self._in_flight_lock:
                 self._in_flight -= 1
@@ -492,6 +498,7 @@ class Broker:
         k_lexical: int,
         k_vector: int,
         with_fields: bool,
+        with_doc_vectors: bool,
         deadline_s: float | None,
     ) -> Gathered:
         started = time.perf_counter()
@@ -502,7 +509,16 @@ class Broker:
         # With several shards a learned stage's fields come in a second step, for the
         # candidates that survive the global cut only (see AnnotateRequest).
         two_step = with_fields and len(self.shards) > 1
-        request = ShardRequest(query, vector, k_lexical, k_vector, stats, with_fields and not two_step)
+        one_step = with_fields and not two_step
+        request = ShardRequest(
+            query,
+            vector,
+            k_lexical,
+            k_vector,
+            stats,
+            one_step,
+            with_doc_vectors=one_step and with_doc_vectors,
+        )
         answered, hedged = self._fan_out(
             self._everywhere(lambda s, t: s.candidates(request, timeout_s=t)), deadline, phase="candidates"
         )
@@ -522,7 +538,7 @@ class Broker:
         if two_step:
             shard_no = {r.shard_id: i for i, r in enumerate(replies) if r is not None}
             candidates, features, failed, hedged_later = self._annotate(
-                query, vector, stats, candidates, shard_no, deadline
+                query, vector, stats, candidates, shard_no, deadline, with_doc_vectors=with_doc_vectors
             )
             missing = tuple(sorted({*missing, *failed}))
             hedged = [*hedged, *hedged_later]
@@ -556,6 +572,8 @@ class Broker:
         candidates: list[Candidate],
         shard_no: Mapping[int, int],
         deadline: float,
+        *,
+        with_doc_vectors: bool,
     ) -> tuple[list[Candidate], ShardFeatures | None, tuple[int, ...], list[int]]:
         """Fields, exact cosines and features of the kept candidates, from their shards
         (with the shards that failed this step and those hedged in it).
@@ -574,6 +592,7 @@ class Broker:
                 stats,
                 tuple(c.doc_id for c in members),
                 tuple(c.doc_id for c in members if c.cosine is None and vector is not None),
+                with_doc_vectors,
             )
             return lambda s, t: s.annotate(request, timeout_s=t)
 

@@ -103,6 +103,7 @@ def shard_candidates(
     k_vector: int,
     shard_id: int = 0,
     with_fields: bool = False,
+    with_doc_vectors: bool = False,
     stats: CorpusStats | None = None,
     totals: list[int] | None = None,
 ) -> list[Candidate]:
@@ -142,6 +143,7 @@ def shard_candidates(
         stats,
         [c.doc_id for c in candidates],
         [c.doc_id for c in candidates if c.cosine is None],
+        with_doc_vectors=with_doc_vectors,
     )
     return fields.apply(candidates)
 
@@ -173,6 +175,8 @@ class CandidateFields:
         stats: CorpusStats | None,
         doc_ids: Sequence[DocId],
         needs_cosine: Sequence[DocId],
+        *,
+        with_doc_vectors: bool,
     ) -> CandidateFields:
         scores = lexical.field_scores(query, doc_ids, stats=stats) if doc_ids else {}
         # Column-wise: this runs for every candidate of every learned-ranker query.
@@ -183,7 +187,8 @@ class CandidateFields:
         if vectors is not None and vector is not None:
             if needs_cosine:
                 cosine = vectors.similarity(vector, needs_cosine)
-            doc_vectors = vectors.doc_vectors(doc_ids)
+            if with_doc_vectors:
+                doc_vectors = vectors.doc_vectors(doc_ids)
         return cls(dict(zip(doc_ids, rows, strict=True)), cosine, doc_vectors)
 
     @classmethod

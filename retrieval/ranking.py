@@ -43,6 +43,9 @@ class RankStage(Protocol):
     """Whether the stage wants vector candidates (and so a query vector)."""
     with_fields: bool
     """Whether the stage needs per-field BM25 for every candidate."""
+    with_doc_vectors: bool
+    """Whether it also reads the candidates' document vectors (``dense_prf`` features): a
+    remote shard sends ~2 kB of them per candidate, so only a stage that reads them asks."""
 
     def rank(
         self, query: Query, candidates: Sequence[Candidate], *, explain: bool, context: RankContext
@@ -53,6 +56,7 @@ class Bm25Stage:
     name = "bm25"
     needs_vector = False
     with_fields = False
+    with_doc_vectors = False
 
     def rank(
         self, query: Query, candidates: Sequence[Candidate], *, explain: bool, context: RankContext
@@ -68,6 +72,7 @@ class RrfStage:
     name = "hybrid-rrf"
     needs_vector = True
     with_fields = False
+    with_doc_vectors = False
 
     def __init__(self, k: int) -> None:
         self.k = k
@@ -84,6 +89,7 @@ class ConvexStage:
     name = "hybrid"
     needs_vector = True
     with_fields = False
+    with_doc_vectors = False
 
     def __init__(self, weight: float) -> None:
         self.weight = weight
@@ -104,6 +110,7 @@ class DenseStage:
     name = "dense"
     needs_vector = True
     with_fields = False
+    with_doc_vectors = False
     vector_only = True
     """It ranks the first round's vector candidates and nothing else: its list ends there
     (no wider lexical rounds, a total of what it can list)."""
@@ -131,6 +138,7 @@ class ExpandedStage:
         self.name = f"{inner.name}-rm3"
         self.needs_vector = inner.needs_vector
         self.with_fields = inner.with_fields
+        self.with_doc_vectors = inner.with_doc_vectors
 
     def rank(
         self, query: Query, candidates: Sequence[Candidate], *, explain: bool, context: RankContext

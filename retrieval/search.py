@@ -426,6 +426,7 @@ class SearchService:
                 k_lexical=depth,
                 k_vector=0,
                 with_fields=stage.with_fields,
+                with_doc_vectors=stage.with_doc_vectors,
                 deadline_s=budget.seconds(),
             )
             stored: dict[DocId, StoredDoc] = {}
@@ -464,6 +465,7 @@ class SearchService:
                 k_lexical=window,
                 k_vector=k_vector,
                 with_fields=stage.with_fields,
+                with_doc_vectors=stage.with_doc_vectors,
                 deadline_s=budget.seconds(),
             )
             all_gathered.append(gathered)

@@ -134,6 +134,7 @@ class CandidatesBody(BaseModel):
     stats_num_docs: int | None = None
     stats_df: list[tuple[str, str, int]] = []
     with_fields: bool = False
+    with_doc_vectors: bool = False
 
 
 class AnnotateBody(BaseModel):
@@ -144,6 +145,7 @@ class AnnotateBody(BaseModel):
     stats_df: list[tuple[str, str, int]] = []
     doc_ids: list[str]
     needs_cosine: list[str] = []
+    with_doc_vectors: bool = False
 
 
 def _stats_to_wire(stats: CorpusStats | None, body: dict[str, Any]) -> None:
@@ -317,6 +319,7 @@ def create_shard_app(
             k_vector=body.k_vector,
             stats=stats,
             with_fields=body.with_fields,
+            with_doc_vectors=body.with_doc_vectors,
         )
         local = holder.get(body.generation)
         reply = local.candidates(request)
@@ -339,6 +342,7 @@ def create_shard_app(
             stats=_stats_from_wire(body.stats_num_docs, body.stats_df),
             doc_ids=tuple(DocId(int(d)) for d in body.doc_ids),
             needs_cosine=tuple(DocId(int(d)) for d in body.needs_cosine),
+            with_doc_vectors=body.with_doc_vectors,
         )
         local = holder.get(body.generation)
         got = local.annotate(request)
@@ -436,6 +440,7 @@ class HttpShard:
             "k_lexical": request.k_lexical,
             "k_vector": request.k_vector,
             "with_fields": request.with_fields,
+            "with_doc_vectors": request.with_doc_vectors,
         }
         _stats_to_wire(request.stats, body)
         data = self._post("/shard/candidates", body, timeout_s)
@@ -453,6 +458,7 @@ class HttpShard:
             "vector": request.vector.tolist() if request.vector is not None else None,
             "doc_ids": [str(int(d)) for d in request.doc_ids],
             "needs_cosine": [str(int(d)) for d in request.needs_cosine],
+            "with_doc_vectors": request.with_doc_vectors,
         }
         _stats_to_wire(request.stats, body)
         data = self._post("/shard/annotate", body, timeout_s)

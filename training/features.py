@@ -88,6 +88,7 @@ class Retrieval:
             k_lexical=depth,
             k_vector=depth,
             with_fields=True,
+            with_doc_vectors=True,
         )
 
 

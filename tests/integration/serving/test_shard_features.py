@@ -8,7 +8,6 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from fastapi.testclient import TestClient
 
 from core.settings import SearchSettings
 from rerank.features import FeatureContext, compute_features
@@ -20,8 +19,8 @@ from retrieval.layout import lexical_dir
 from retrieval.lexical import LexicalShard
 from retrieval.manifest import IndexRoot, resolve_index
 from retrieval.search import SearchService
-from retrieval.shard_http import HttpShard, create_shard_app
 from retrieval.vector import VectorShard
+from tests.fixtures.shards import http_broker
 from tests.unit.retrieval.test_forward import NOW, _corpus
 
 QUERIES = ("wing flow", '"boundary layer" heat', "list comprehensions python", "shock wave lift drag")
@@ -40,15 +39,8 @@ def brokers(root: Path) -> Iterator[tuple[Broker, Broker]]:
     # A generous deadline: these tests compare values, and a shard that misses the
     # statistics step under a loaded test run would score with undercounted frequencies.
     local = Broker([[LocalShard(i, LexicalShard(lexical_dir(gen, i)))] for i in range(2)], deadline_s=60.0)
-    settings = SearchSettings(use_vectors=False)
-    clients = [TestClient(create_shard_app(root, i, settings)) for i in range(2)]
-    remote = Broker([[HttpShard("http://testserver", client=c)] for c in clients], deadline_s=60.0)
-    try:
+    with http_broker(root, 2, SearchSettings(use_vectors=False)) as remote:
         yield local, remote
-    finally:
-        remote.close()
-        for c in clients:
-            c.close()
 
 
 @pytest.mark.parametrize("raw", QUERIES)
@@ -114,9 +106,11 @@ def test_fields_asked_after_the_cut_equal_fields_computed_before_it(root: Path, 
     vector = np.random.default_rng(1).standard_normal(32).astype(np.float32)
     vector /= np.linalg.norm(vector)
     k = 8
-    gathered = broker.gather(query, vector=vector, k_lexical=k, k_vector=k, with_fields=True)
+    gathered = broker.gather(
+        query, vector=vector, k_lexical=k, k_vector=k, with_fields=True, with_doc_vectors=True
+    )
     stats = broker.stats(query, deadline=float("inf"))
-    request = ShardRequest(query, vector, k, k, stats, with_fields=True)
+    request = ShardRequest(query, vector, k, k, stats, with_fields=True, with_doc_vectors=True)
     replies = [s.candidates(request) for s in shards]
     before = merge_shards([r.candidates for r in replies], k_lexical=k, k_vector=k)
     assert gathered.candidates == before
@@ -135,6 +129,24 @@ def test_fields_asked_after_the_cut_equal_fields_computed_before_it(root: Path, 
     np.testing.assert_array_equal(a.values, b.values)
     np.testing.assert_array_equal(a.term_hash, b.term_hash)
     np.testing.assert_array_equal(a.term_tf, b.term_tf)
+
+
+def test_document_vectors_are_gathered_only_when_the_stage_reads_them(root: Path) -> None:
+    """A model without dense_prf features gets the same candidates and fields, without the
+    ~2 kB a candidate of document vectors, on one step (one shard) and on two (two shards)."""
+    shards = _with_random_vectors(resolve_index(root), seed=3)
+    query = parse_query("wing flow")
+    vector = np.random.default_rng(2).standard_normal(32).astype(np.float32)
+    vector /= np.linalg.norm(vector)
+    for broker in (Broker([[s] for s in shards], deadline_s=60.0), Broker([[shards[0]]], deadline_s=60.0)):
+        plain = broker.gather(query, vector=vector, k_lexical=8, k_vector=8, with_fields=True)
+        asked = broker.gather(
+            query, vector=vector, k_lexical=8, k_vector=8, with_fields=True, with_doc_vectors=True
+        )
+        assert plain.candidates and plain.candidates == asked.candidates  # doc_vector is not compared
+        assert all(c.doc_vector is None for c in plain.candidates)
+        assert all(c.doc_vector is not None for c in asked.candidates)
+        assert all(c.field_bm25 for c in plain.candidates if c.lexical_rank is not None)
 
 
 class _FailsSecondStep(LocalShard):

@@ -107,3 +107,20 @@ def test_the_whole_array_ways_give_the_per_item_fingerprints(
     per_item = fingerprints(text)
     monkeypatch.setattr(dedup, "_LONG", 1)  # whole-array everywhere
     assert fingerprints(text) == per_item
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "Ünïcode “quoted” words — ¶ and a\u00a0no-break space, naïve café",
+        "日本語のテキスト、句読点。 Ελληνικά κείμενα; русский текст!",
+        "emoji 🔗 link ✓ check ★ star ∑ sum → arrow ½ half ² squared",
+        "a lone surrogate \udcff between words, and combining e\u0301 accent",
+        "".join(chr(c) for c in range(0x2000, 0x2100)),  # many symbols: the regex path
+        "plain ascii only, with_underscores and 123 numbers",
+    ],
+)
+def test_non_ascii_separators_become_word_breaks_like_the_regex(text: str) -> None:
+    """The replace-based path cuts words exactly where ``\\w`` does, on both of its paths."""
+    expected = [w.encode("utf-8", "surrogatepass") for w in dedup._WORDS.findall(text.lower())]
+    assert dedup._utf8_words(text) == expected

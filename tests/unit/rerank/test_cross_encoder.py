@@ -48,6 +48,7 @@ class FixedStage:
     name = "fixed"
     needs_vector = False
     with_fields = False
+    with_doc_vectors = False
 
     def __init__(self, order: Sequence[int]) -> None:
         self.order = order

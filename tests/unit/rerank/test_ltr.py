@@ -133,6 +133,9 @@ def test_a_model_of_an_older_schema_scores_on_its_own_columns(tmp_path: Path) ->
         d: float(s) for d, s in zip((1, 2, 3), expected, strict=True)
     }
     assert set(out.explain[DocId(1)]["ltr"]["features"]) == set(older)
+    # Nor does it ask the shards for document vectors, which only dense_prf reads.
+    assert not LtrStage(model).with_doc_vectors
+    assert LtrStage(tiny_model()).with_doc_vectors
 
 
 def test_missing_model_directory_says_how_to_make_one(tmp_path: Path) -> None:
