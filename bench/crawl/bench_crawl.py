@@ -37,14 +37,14 @@ from tests.fixtures.pg_server import PgCluster, PgUnavailable, running_cluster  
 SCRAPY_PYTHON = Path("/tmp/scrapy-venv/bin/python")
 
 
-def _timed(command: list[str], env: dict[str, str]) -> tuple[dict, float, float, float]:
+def _timed(command: list[str], env: dict[str, str], cwd: Path = REPO) -> tuple[dict, float, float, float]:
     """Run under /usr/bin/time: (json from stdout, wall s, cpu s, peak RSS MB)."""
     with tempfile.NamedTemporaryFile("r", suffix=".time") as times:
         started = time.perf_counter()
         done = subprocess.run(
             ["/usr/bin/time", "-o", times.name, "-f", "%M %U %S", *command],
             env=env,
-            cwd=REPO,
+            cwd=cwd,
             capture_output=True,
             text=True,
             check=False,

@@ -52,7 +52,15 @@ def _site() -> Site:
     site.routes["/stream"] = stream
     site.routes["/gzip"] = gzipped
     site.routes["/conditional"] = conditional
+    async def set_cookie(request: Request) -> Response:
+        return Response(b"<p>welcome</p>", headers={"set-cookie": "session=secret; Path=/"})
+
+    async def cookie_echo(request: Request) -> Response:
+        return Response(request.headers.get("cookie", "").encode(), media_type="text/plain")
+
     site.routes["/host"] = host_echo
+    site.routes["/set-cookie"] = set_cookie
+    site.routes["/cookie"] = cookie_echo
     site.routes["/r1"] = redirect("/r2")
     site.routes["/r2"] = redirect("/")
     site.routes["/to-denied"] = redirect("/denied")
@@ -68,7 +76,11 @@ def server() -> Iterator[HostServer]:
 
 
 async def _resolve(host: str) -> list[str]:
-    table = {"site.test": ["127.0.0.6"], "rebind.test": ["127.0.0.6", "10.0.0.1"]}
+    table = {
+        "site.test": ["127.0.0.6"],
+        "other.test": ["127.0.0.6"],  # another site on the same address
+        "rebind.test": ["127.0.0.6", "10.0.0.1"],
+    }
     if host not in table:
         raise OSError(host)
     return table[host]
@@ -110,6 +122,27 @@ def test_connects_to_the_checked_address_with_the_host_header(server: HostServer
     result = _fetch(f"http://site.test:{server.port}/host")
     assert result.body == f"site.test:{server.port}".encode()
     assert result.address == "127.0.0.6"
+
+
+def test_the_crawler_keeps_no_cookies(server: HostServer) -> None:
+    """Every fetch is stateless, as search engines' crawlers are: a cookie one site sets is
+    sent back to no one. A kept cookie also leaked: plain-HTTP requests go to the vetted
+    address, so a jar keyed by the request's host gave it to every site on that address."""
+
+    async def go() -> list[bytes]:
+        guard = AddressGuard(DnsCache(_resolve), allowed_networks=("127.0.0.6/32",))
+        async with make_client(timeout_s=2.0, guard=guard) as client:
+            fetcher = Fetcher(
+                client, guard, user_agent="TrawlBot/test", max_bytes=1 << 20, max_redirects=3, timeout_s=2.0
+            )
+            first = await fetcher.fetch(f"http://site.test:{server.port}/set-cookie")
+            assert first.status == 200 and "set-cookie" in first.headers
+            return [
+                (await fetcher.fetch(f"http://{host}:{server.port}/cookie")).body
+                for host in ("site.test", "other.test")
+            ]
+
+    assert asyncio.run(go()) == [b"", b""]
 
 
 def test_size_cap_while_streaming_and_decompression(server: HostServer) -> None:
