@@ -52,6 +52,7 @@ def _site() -> Site:
     site.routes["/stream"] = stream
     site.routes["/gzip"] = gzipped
     site.routes["/conditional"] = conditional
+
     async def set_cookie(request: Request) -> Response:
         return Response(b"<p>welcome</p>", headers={"set-cookie": "session=secret; Path=/"})
 
