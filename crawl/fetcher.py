@@ -28,6 +28,7 @@ Fetching is stateless: no cookie is kept or sent (:class:`StatelessClient`).
 from __future__ import annotations
 
 import asyncio
+import http.cookiejar
 import logging
 import ssl
 import time
@@ -104,11 +105,21 @@ class FetchResult:
         return self.status == 304
 
 
+class _DiscardingJar(http.cookiejar.CookieJar):
+    """A jar every cookie falls through, however it is added."""
+
+    def set_cookie(self, cookie: http.cookiejar.Cookie) -> None:
+        """Discard it."""
+
+
 class _NoCookies(httpx.Cookies):
-    """A cookie jar that never keeps a cookie."""
+    """httpx's cookie mapping over a jar that keeps nothing (one instance serves every client)."""
+
+    def __init__(self) -> None:
+        super().__init__(_DiscardingJar())
 
     def extract_cookies(self, response: httpx.Response) -> None:
-        """Ignore the response's ``Set-Cookie`` headers."""
+        """Ignore the response's ``Set-Cookie`` headers without parsing them."""
 
 
 _NO_COOKIES = _NoCookies()

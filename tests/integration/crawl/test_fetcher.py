@@ -138,6 +138,8 @@ def test_the_crawler_keeps_no_cookies(server: HostServer) -> None:
             )
             first = await fetcher.fetch(f"http://site.test:{server.port}/set-cookie")
             assert first.status == 200 and "set-cookie" in first.headers
+            client.cookies.set("added", "by-hand")  # nor can one be added by hand
+            assert not client.cookies
             return [
                 (await fetcher.fetch(f"http://{host}:{server.port}/cookie")).body
                 for host in ("site.test", "other.test")
