@@ -62,8 +62,7 @@ _ASCII_NON_WORD_TO_SPACE = bytes(
 )
 """``bytes.translate`` table: every ASCII byte that is not ``\\w`` becomes a space."""
 _ASCII_BYTES = bytes(range(128))
-
-
+"""``bytes.translate``'s delete argument that leaves only a text's non-ASCII characters."""
 _FEW_NON_WORD_CHARACTERS = 16
 """Distinct non-ASCII non-word characters up to which ``str.replace`` passes beat one regex pass."""
 

@@ -77,13 +77,15 @@ class LtrModel:
     boosters: tuple[lgb.Booster, ...]
     features: tuple[str, ...]
     card: Mapping[str, Any] = field(default_factory=dict)
+    columns: NDArray[np.intp] | None = field(init=False, repr=False, compare=False)
+    """Where the model's features are in a :data:`SCHEMA` row; None when it reads every column.
+    Worked out once here: every ranked request selects by it."""
 
-    @property
-    def columns(self) -> NDArray[np.intp] | None:
-        """Where the model's features are in a :data:`SCHEMA` row; None when it reads every column."""
-        if self.features == SCHEMA:
-            return None
-        return np.asarray([INDEX[name] for name in self.features], dtype=np.intp)
+    def __post_init__(self) -> None:
+        columns = (
+            None if self.features == SCHEMA else np.asarray([INDEX[n] for n in self.features], dtype=np.intp)
+        )
+        object.__setattr__(self, "columns", columns)
 
     def model_values(self, values: NDArray[np.float64]) -> NDArray[np.float64]:
         """The model's own columns of full :data:`SCHEMA` rows, in the order it was trained on."""

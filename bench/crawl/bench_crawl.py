@@ -61,9 +61,9 @@ EXTRA_PATH: list[str] = []
 """``--pythonpath`` entries, put in front for both httpx crawlers alike (e.g. sniffio)."""
 
 
-def _env() -> dict[str, str]:
+def _env(tree: Path = REPO) -> dict[str, str]:
     env = dict(os.environ)
-    env["PYTHONPATH"] = os.pathsep.join([*EXTRA_PATH, str(REPO)])
+    env["PYTHONPATH"] = os.pathsep.join([*EXTRA_PATH, str(tree)])
     return env
 
 
@@ -109,11 +109,12 @@ def _trawl_command(site: BenchSite, concurrency: int, data: str, extra: list[str
     ]
 
 
-def run_trawl(site: BenchSite, concurrency: int) -> dict[str, float]:
-    env = _env()
+def run_trawl(site: BenchSite, concurrency: int, *, tree: Path = REPO) -> dict[str, float]:
+    """One SQLite worker's crawl of the site, by the code in ``tree`` (imported from it, run in it)."""
+    env = _env(tree)
     env.update(_TRAWL_ENV)
     with tempfile.TemporaryDirectory() as data:
-        result, wall, cpu, rss = _timed(_trawl_command(site, concurrency, data, []), env)
+        result, wall, cpu, rss = _timed(_trawl_command(site, concurrency, data, []), env, cwd=tree)
     return {
         "pages": result["pages"],
         "elapsed_s": result["elapsed_s"],

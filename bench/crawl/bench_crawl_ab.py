@@ -13,25 +13,15 @@ paired runs the working tree won.
 from __future__ import annotations
 
 import argparse
-import os
 import statistics
 import sys
-import tempfile
 import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from bench_crawl import _TRAWL_ENV, REPO, _timed, _trawl_command, run_minimal  # noqa: E402
+from bench_crawl import REPO, run_minimal, run_trawl  # noqa: E402
 from bench_site import BenchSite  # noqa: E402
-
-
-def run_tree(tree: Path, site: BenchSite, concurrency: int) -> dict[str, float]:
-    """A ``trawl crawl`` of the site by the code in ``tree`` (imports from it, runs in it)."""
-    env = dict(os.environ, PYTHONPATH=str(tree), **_TRAWL_ENV)
-    with tempfile.TemporaryDirectory() as data:
-        result, _wall, cpu, rss = _timed(_trawl_command(site, concurrency, data, []), env, cwd=tree)
-    return {"pages": result["pages"], "elapsed_s": result["elapsed_s"], "cpu_s": cpu, "rss_mb": rss}
 
 
 def main() -> None:
@@ -49,7 +39,7 @@ def main() -> None:
         for rep in range(args.repeat):
             runs["minimal"].append(run_minimal(site, args.concurrency))
             for label, tree in trees.items():
-                runs[label].append(run_tree(tree, site, args.concurrency))
+                runs[label].append(run_trawl(site, args.concurrency, tree=tree))
             rates = ", ".join(f"{k} {_rate(v[-1]):.0f} pages/s" for k, v in runs.items())
             print(f"  rep {rep + 1}: {rates}", flush=True)
     print("| run | pages/s (median) | CPU ms/page (median) | peak RSS MB | vs minimal |")
