@@ -210,6 +210,8 @@ class Frontier:
         self._pages_in_flight = 0
         self._stopping = False
         self._wakeup = asyncio.Event()
+        self.flush_wanted = asyncio.Event()
+        """Never set: one process owns the crawl, so no other worker waits for its commits."""
         self._inserts: list[NewUrl] = []
         self._leases: list[tuple[str, float]] = []
         self._updates: list[UrlUpdate] = []

@@ -16,6 +16,7 @@ the crawl directory's SQLite file.
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Iterator, Mapping, Sequence
 from typing import Any, Protocol
 
@@ -79,6 +80,10 @@ class FrontierApi(Protocol):
     def pages_done(self) -> int: ...
     @property
     def uncommitted(self) -> int: ...
+
+    flush_wanted: asyncio.Event
+    """Set by the frontier when the loop should commit its batch now, not at its next timed flush."""
+
     def add(self, new: NewUrl) -> bool: ...
     def surely_seen(self, url: str) -> bool: ...
     def stop(self) -> None: ...

@@ -282,8 +282,14 @@ class _CrawlRun:
             self._writer.shutdown(wait=True)
 
     async def _flush_periodically(self) -> None:
+        """Flush every ``flush_interval_s``, or sooner when the frontier asks (``flush_wanted``)."""
+        wanted = self._frontier.flush_wanted
         while True:
-            await asyncio.sleep(self.settings.flush_interval_s)
+            try:
+                await asyncio.wait_for(wanted.wait(), timeout=self.settings.flush_interval_s)
+            except TimeoutError:
+                pass
+            wanted.clear()
             await self.flush()
 
     async def flush(self) -> None:
