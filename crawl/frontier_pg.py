@@ -43,10 +43,10 @@ an expiry, each with its best pending URL).
 * **Dead workers:** expired URL leases return to pending with one more attempt and
   expired host leases are freed, by whichever worker looks first.
 * **The end:** a worker stops when nothing is pending, no other worker holds a lease
-  (it could still add links), and it has nothing in flight. A worker with nothing pending
-  and nothing out asks the loop to commit its results at once (``flush_wanted``): until
-  they are committed their URLs are leased and keep the others waiting. Releases still waiting for
-  a round are written before ``lease`` says so (and by ``commit``).
+  (it could still add links), and it has nothing in flight. Releases still waiting for
+  a round are written before ``lease`` says so (and by ``commit``). A worker with nothing
+  pending and nothing out asks the loop to commit its results at once (``flush_wanted``):
+  until they are committed their URLs are leased and keep the other workers waiting.
 """
 
 from __future__ import annotations
@@ -167,10 +167,8 @@ class PgFrontier:
         """URLs finished here whose results are not committed yet: their leases are renewed."""
         self.flush_wanted = asyncio.Event()
         """Set when the fleet has nothing pending, this worker has nothing out and results wait
-        for their batch: the loop commits them now instead of at its next timed flush. Their
-        URLs are leased until then, and a leased URL keeps every other worker's crawl open (it
-        could still add links): at the end of the bench crawl both workers idled ~1.8 s, each
-        waiting for the other's timed flush (``flush_interval_s``, 2 s)."""
+        for their batch: the loop commits them now, not at its next timed flush, because their
+        URLs stay leased until then and keep every other worker's crawl open (DECISIONS 55)."""
         self._renewed: dict[str, float] = {}
         """URL in flight → the expiry its last heartbeat renewal gave it (past its lease's own)."""
         self._backlog = 0
