@@ -6,7 +6,8 @@ when ``/tmp/scrapy-venv`` exists), same site, same concurrency, same run.
 Each crawler runs as its own process under ``/usr/bin/time`` (peak RSS, CPU seconds);
 politeness delays are zero. Also reports extraction throughput (``crawl.extract``
 against bare selectolax parsing) on the same pages, and on the Python docs when
-``/usr/share/doc/python3.11/html`` exists.
+``/usr/share/doc/python3.11/html`` exists, there beside compiled extractors when
+``/tmp/extract-peers-venv`` exists (``extraction_peers.py``).
 """
 
 from __future__ import annotations
@@ -35,6 +36,8 @@ from bench_site import BenchSite, build_pages  # noqa: E402
 from tests.fixtures.pg_server import PgCluster, PgUnavailable, running_cluster  # noqa: E402
 
 SCRAPY_PYTHON = Path("/tmp/scrapy-venv/bin/python")
+PEERS_PYTHON = Path("/tmp/extract-peers-venv/bin/python")
+"""Compiled extraction peers (``extraction_peers.py`` says how to make the venv)."""
 
 
 def _timed(command: list[str], env: dict[str, str], cwd: Path = REPO) -> tuple[dict, float, float, float]:
@@ -163,7 +166,7 @@ def run_scrapy(site: BenchSite, concurrency: int) -> dict[str, float]:
     return {"pages": result["pages"], "elapsed_s": result["elapsed_s"], "cpu_s": cpu, "rss_mb": rss}
 
 
-def extraction(pages: list[bytes], label: str, *, rounds: int = 3) -> None:
+def extraction(pages: list[bytes], label: str, *, rounds: int = 3) -> dict[str, float]:
     """Bare selectolax against Trawl's extraction, CPU time, two ways: ``parse_html`` and
     fingerprints (the figure issue 16 sets its target on), and ``extract_page`` and
     fingerprints, what a crawl worker runs per page (sniffing, decoding, the depth bound).
@@ -215,6 +218,7 @@ def extraction(pages: list[bytes], label: str, *, rounds: int = 3) -> None:
         f"crawl.extract + dedup fingerprints {rate['ours']:.0f} pages/s ({ours_x:.2f}×); "
         f"crawl.parsing.extract_page + fingerprints {rate['worker']:.0f} pages/s ({worker_x:.2f}×)"
     )
+    return rate
 
 
 def main() -> None:
@@ -272,7 +276,40 @@ def _extraction_rows(pages: list[bytes]) -> None:
     extraction(pages[:2000], "benchmark site")
     docs = sorted(glob.glob("/usr/share/doc/python3.11/html/**/*.html", recursive=True))
     if docs:
-        extraction([Path(p).read_bytes() for p in docs], "Python docs")
+        ours = extraction([Path(p).read_bytes() for p in docs], "Python docs")
+        extraction_peers(docs, ours)
+
+
+def extraction_peers(paths: list[str], ours: dict[str, float]) -> None:
+    """Compiled extractors on the same pages, in their own venv, beside bare selectolax there.
+
+    Each peer is set against the bare selectolax of its own process, and Trawl against
+    the peer through the two processes' ratios to bare selectolax: the same bare loop ran
+    ~10% faster in the peers' small process than in this one (2026-12-06), so rates from
+    two processes are not compared directly."""
+    if not PEERS_PYTHON.exists():
+        print(f"extraction peers: not run ({PEERS_PYTHON} missing; see bench/crawl/extraction_peers.py)")
+        return
+    with tempfile.NamedTemporaryFile("w", suffix=".txt") as listing:
+        listing.write("\n".join(paths))
+        listing.flush()
+        done = subprocess.run(
+            [str(PEERS_PYTHON), str(Path(__file__).parent / "extraction_peers.py"), listing.name],
+            capture_output=True,
+            text=True,
+            check=True,
+        )
+    rates: dict[str, float] = json.loads(done.stdout.strip().splitlines()[-1])
+    bare = next(rate for name, rate in rates.items() if name.startswith("bare selectolax"))
+    trawl_x, worker_x = ours["ours"] / ours["bare"], ours["worker"] / ours["bare"]
+    print(f"extraction peers [Python docs: {len(paths)} pages, CPU time, best of 3, their own process]:")
+    for name, rate in rates.items():
+        peer_x = rate / bare
+        print(
+            f"  {name}: {rate:.0f} pages/s ({peer_x:.2f}× bare selectolax); "
+            f"Trawl's parse_html + fingerprints {trawl_x / peer_x:.2f}× it, "
+            f"the worker's extract_page + fingerprints {worker_x / peer_x:.2f}× it"
+        )
 
 
 TARGETS = {
