@@ -297,8 +297,11 @@ def extraction_peers(paths: list[str], ours: dict[str, float]) -> None:
             [str(PEERS_PYTHON), str(Path(__file__).parent / "extraction_peers.py"), listing.name],
             capture_output=True,
             text=True,
-            check=True,
+            check=False,
         )
+    if done.returncode != 0:  # a half-made venv must not cost the rows measured before it
+        print(f"extraction peers: failed ({done.stderr.strip().splitlines()[-1:]})")
+        return
     rates: dict[str, float] = json.loads(done.stdout.strip().splitlines()[-1])
     bare = next(rate for name, rate in rates.items() if name.startswith("bare selectolax"))
     trawl_x, worker_x = ours["ours"] / ours["bare"], ours["worker"] / ours["bare"]
