@@ -32,6 +32,7 @@ sys.path.insert(0, str(REPO))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from bench_site import BenchSite, build_pages  # noqa: E402
+from extraction_peers import bare_selectolax  # noqa: E402
 
 from tests.fixtures.pg_server import PgCluster, PgUnavailable, running_cluster  # noqa: E402
 
@@ -173,8 +174,6 @@ def extraction(pages: list[bytes], label: str, *, rounds: int = 3) -> dict[str, 
 
     The three run in turn ``rounds`` times and each keeps its best round: one pass each
     moved the ratio by ±0.03 between runs on this shared machine."""
-    from selectolax.lexbor import LexborHTMLParser
-
     from crawl.content import decode_html
     from crawl.dedup import fingerprints
     from crawl.extract import parse_html
@@ -184,10 +183,7 @@ def extraction(pages: list[bytes], label: str, *, rounds: int = 3) -> dict[str, 
 
     def bare() -> None:
         for text in texts:
-            tree = LexborHTMLParser(text)
-            if tree.body is not None:
-                tree.body.text(separator=" ")
-            [a.attributes.get("href") for a in tree.css("a[href]")]
+            bare_selectolax(text)
 
     def ours() -> None:
         for i, raw in enumerate(pages):
@@ -302,11 +298,12 @@ def extraction_peers(paths: list[str], ours: dict[str, float]) -> None:
     if done.returncode != 0:  # a half-made venv must not cost the rows measured before it
         print(f"extraction peers: failed ({done.stderr.strip().splitlines()[-1:]})")
         return
-    rates: dict[str, float] = json.loads(done.stdout.strip().splitlines()[-1])
-    bare = next(rate for name, rate in rates.items() if name.startswith("bare selectolax"))
+    measured = json.loads(done.stdout.strip().splitlines()[-1])
+    bare: float = measured["bare"]
     trawl_x, worker_x = ours["ours"] / ours["bare"], ours["worker"] / ours["bare"]
     print(f"extraction peers [Python docs: {len(paths)} pages, CPU time, best of 3, their own process]:")
-    for name, rate in rates.items():
+    print(f"  bare selectolax there: {bare:.0f} pages/s (here {ours['bare']:.0f})")
+    for name, rate in measured["peers"].items():
         peer_x = rate / bare
         print(
             f"  {name}: {rate:.0f} pages/s ({peer_x:.2f}× bare selectolax); "

@@ -11,8 +11,10 @@ do part of Trawl's job in compiled code, so they say what that job costs outside
 resiliparse's main-content extractor (boilerplate removal, lexbor underneath, Cython),
 its plain-text extractor (block-aware text, no removal), and html-to-markdown (Rust,
 block-aware text as Markdown). None of them also returns links or fingerprints.
-Bare selectolax runs here too, so each ratio comes from one process; CPU time, each
-extractor's best of ``--rounds``, the extractors taking turns. Prints one JSON line.
+Bare selectolax (:func:`bare_selectolax`, which ``bench_crawl.py`` runs too) runs here
+as well, so each ratio comes from one process; CPU time, each extractor's best of
+``--rounds``, the extractors taking turns. Prints one JSON line: ``{"bare": pages/s,
+"peers": {name: pages/s}}``.
 """
 
 from __future__ import annotations
@@ -24,18 +26,24 @@ from collections.abc import Callable
 from importlib.metadata import version
 from pathlib import Path
 
+from selectolax.lexbor import LexborHTMLParser
+
+BARE = "bare"
+
+
+def bare_selectolax(html: str) -> object:
+    """The yardstick of issue 16: parse, the body's text, every link's ``href``; nothing else."""
+    tree = LexborHTMLParser(html)
+    if tree.body is not None:
+        tree.body.text(separator=" ")
+    return [a.attributes.get("href") for a in tree.css("a[href]")]
+
 
 def _extractors() -> dict[str, Callable[[str], object]]:
+    """The bare yardstick under ``BARE``, then each peer by name and version."""
     import html_to_markdown
     from resiliparse.extract.html2text import extract_plain_text
     from resiliparse.parse.html import HTMLTree
-    from selectolax.lexbor import LexborHTMLParser
-
-    def bare(html: str) -> object:
-        tree = LexborHTMLParser(html)
-        if tree.body is not None:
-            tree.body.text(separator=" ")
-        return [a.attributes.get("href") for a in tree.css("a[href]")]
 
     def resiliparse_main(html: str) -> object:
         return extract_plain_text(HTMLTree.parse(html), main_content=True)
@@ -44,7 +52,7 @@ def _extractors() -> dict[str, Callable[[str], object]]:
         return extract_plain_text(HTMLTree.parse(html), main_content=False, preserve_formatting=False)
 
     return {
-        f"bare selectolax {version('selectolax')}": bare,
+        BARE: bare_selectolax,
         f"resiliparse {version('resiliparse')} main-content text": resiliparse_main,
         f"resiliparse {version('resiliparse')} plain text": resiliparse_plain,
         f"html-to-markdown {version('html-to-markdown')} (Rust)": html_to_markdown.convert,
@@ -65,7 +73,8 @@ def main() -> None:
             for text in texts:
                 extract(text)
             best[name] = min(best[name], time.process_time() - started)
-    print(json.dumps({name: len(texts) / seconds for name, seconds in best.items()}))
+    rates = {name: len(texts) / seconds for name, seconds in best.items()}
+    print(json.dumps({"bare": rates.pop(BARE), "peers": rates}))
 
 
 if __name__ == "__main__":
