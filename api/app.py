@@ -28,7 +28,7 @@ from api.errors import register_error_handlers
 from api.protection import ProtectionMiddleware
 from api.routes import admin, crawl, documents, experiments, health, indexnow, search, web
 from core.settings import Settings
-from retrieval.search import SearchService
+from retrieval.query.service import SearchService
 
 logger = logging.getLogger(__name__)
 
@@ -52,7 +52,7 @@ def create_app(settings: Settings, *, index_dir: Path, shard_urls: str | None = 
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
         remote: Any = None
         if shard_urls:
-            from retrieval.shard_http import connect_shards
+            from retrieval.remote.shard_http import connect_shards
 
             remote = connect_shards(shard_urls, timeout_s=settings.search.deadline_s * 2)
         service = open_search_service(settings, index_dir, remote=remote)

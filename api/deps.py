@@ -11,7 +11,7 @@ import anyio.to_thread
 from fastapi import Depends, Request
 
 from core.settings import Settings
-from retrieval.search import SearchService
+from retrieval.query.service import SearchService
 
 # ``async def``: FastAPI runs a plain ``def`` dependency in its thread pool, a thread hop
 # per request (an eighth of the event loop's time per search, profiled) for reading an

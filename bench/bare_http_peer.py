@@ -25,9 +25,9 @@ def create_app(gen: Path, *, hybrid: bool) -> Any:
 
     from core.settings import Settings
     from retrieval import layout
-    from retrieval.manifest import IndexManifest
-    from retrieval.tokenizer import analyzed_text
-    from retrieval.vector import VectorShard, current_version
+    from retrieval.index.manifest import IndexManifest
+    from retrieval.text.tokenizer import analyzed_text
+    from retrieval.vectors.hnsw import VectorShard, current_version
 
     manifest = IndexManifest.load(gen)
     indexes = [tantivy.Index.open(str(layout.lexical_dir(gen, i))) for i in range(manifest.shards)]
@@ -35,7 +35,7 @@ def create_app(gen: Path, *, hybrid: bool) -> Any:
     vectors = []
     encoder = None
     if hybrid:
-        from retrieval.embed import Embedder
+        from retrieval.vectors.embed import Embedder
 
         for i in range(manifest.shards):
             version = current_version(gen, i)

@@ -22,12 +22,12 @@ import numpy as np
 
 from bench.synth_corpus import synthetic_documents
 from core.settings import EmbedSettings
-from retrieval.backfill import backfill_index
-from retrieval.build import build_index
-from retrieval.embed import Embedder
-from retrieval.ray_jobs import ray_build_index, ray_encoder
-from training.linkgraph import pagerank
-from training.ray_jobs import ray_pagerank
+from retrieval.batch.ray_jobs import ray_build_index, ray_encoder
+from retrieval.index.build import build_index
+from retrieval.vectors.backfill import backfill_index
+from retrieval.vectors.embed import Embedder
+from training.pagerank import pagerank
+from training.ray_training import ray_pagerank
 
 EVAL = Path(__file__).resolve().parents[1].parent / "shared" / "data" / "eval"
 

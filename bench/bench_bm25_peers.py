@@ -1,6 +1,6 @@
 """Relevance beside peers: Trawl's bm25 against bm25s, and (``--fusion``) Trawl's hybrid
 against a plain bm25s + MiniLM fusion, on the same collections, scored by the same
-evaluator (pytrec_eval via training.metrics), all judged queries.
+evaluator (pytrec_eval via training.ir_metrics), all judged queries.
 
     pip install bm25s PyStemmer   # benchmark-only dependencies, not in pyproject
     python bench/bench_bm25_peers.py --fusion
@@ -34,7 +34,7 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
 from training.datasets import BeirDataset  # noqa: E402
 from training.evaluate import evaluate  # noqa: E402
-from training.metrics import evaluate_run  # noqa: E402
+from training.ir_metrics import evaluate_run  # noqa: E402
 
 EVAL = REPO.parent / "shared" / "data" / "eval"
 VARIANTS = REPO / "data" / "eval"
@@ -78,7 +78,7 @@ def dense_run(dataset: BeirDataset, k: int = FUSION_DEPTH) -> Run:
     import torch
     from sentence_transformers import SentenceTransformer
 
-    from retrieval.embed import default_model_path
+    from retrieval.vectors.embed import default_model_path
 
     torch.set_num_threads(os.cpu_count() or 1)
     model = SentenceTransformer(str(default_model_path()), device="cpu")

@@ -22,7 +22,7 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from rerank.features import dense_prf, prf_similarity  # noqa: E402
-from retrieval.shard_http import vectors_from_wire, vectors_to_wire  # noqa: E402
+from retrieval.remote.shard_http import vectors_from_wire, vectors_to_wire  # noqa: E402
 
 
 def per_call_ms(fn: Callable[[], object], repeat: int) -> float:

@@ -6,7 +6,7 @@ Both sides embed the same passages (title + 160-word windows) at the same
 max_seq_length and batch size in the same process:
 
 - peer: ``SentenceTransformer.encode`` in fp32, nothing else;
-- ours: the backfill job (``retrieval.backfill.backfill_index``) on a fresh index of
+- ours: the backfill job (``retrieval.vectors.backfill.backfill_index``) on a fresh index of
   the same documents: the Embedder of ``--backend`` (default: the settings', ``auto``:
   ONNX int8 where it passes its self-check), chunk files, checkpoints and the HNSW
   build included.
@@ -40,16 +40,16 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 import numpy as np  # noqa: E402
 
 from core.settings import EmbedSettings, Settings  # noqa: E402
-from retrieval.backfill import backfill_index  # noqa: E402
-from retrieval.build import build_index  # noqa: E402
-from retrieval.embed import Embedder, normalize  # noqa: E402
-from retrieval.layout import labels_file, passages_file, vector_index_dir, version_dir  # noqa: E402
-from retrieval.vector import VectorShard  # noqa: E402
-from retrieval.vector_store import VectorStore  # noqa: E402
+from retrieval.index.build import build_index  # noqa: E402
+from retrieval.index.layout import labels_file, passages_file, vector_index_dir, version_dir  # noqa: E402
+from retrieval.vectors.backfill import backfill_index  # noqa: E402
+from retrieval.vectors.embed import Embedder, normalize  # noqa: E402
+from retrieval.vectors.hnsw import VectorShard  # noqa: E402
+from retrieval.vectors.store import VectorStore  # noqa: E402
 from training.datasets import BeirDataset  # noqa: E402
 from training.evaluate import parse_queries  # noqa: E402
-from training.features import query_text  # noqa: E402
-from training.metrics import evaluate_run  # noqa: E402
+from training.frames import query_text  # noqa: E402
+from training.ir_metrics import evaluate_run  # noqa: E402
 
 
 def dense_ndcg(dataset: BeirDataset, shard: VectorShard, query_vectors: np.ndarray, qids: list[str]) -> float:

@@ -10,7 +10,7 @@ a bare GPU image with a few wheels added. All rows run in the same process, one 
 the other, on the same passages (title + 160-word windows, max_seq_length 256):
 
 - encoding throughput, passages/s: the peer is bare ``SentenceTransformer.encode`` fp32
-  on the GPU; ours is :class:`retrieval.embed.Embedder` with ``device=cuda`` (torch,
+  on the GPU; ours is :class:`retrieval.vectors.embed.Embedder` with ``device=cuda`` (torch,
   bf16 where the calibration check passes) at batches of 32, 256 and 1,024 (the GPU default);
   beside them the CPU paths of this same machine (ONNX int8 over all its cores: the
   default backend; torch fp32 on a sample);
@@ -46,7 +46,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 import numpy as np  # noqa: E402
 
 from rerank.cross_encoder import CrossEncoderReranker, document_text  # noqa: E402
-from retrieval.embed import Device, Embedder, default_model_path, normalize, passages  # noqa: E402
+from retrieval.vectors.embed import Device, Embedder, default_model_path, normalize, passages  # noqa: E402
 
 
 def read_jsonl(path: Path) -> list[dict[str, Any]]:

@@ -40,11 +40,11 @@ from starlette.responses import HTMLResponse, Response  # noqa: E402
 
 from core.crawldir import CrawlDir  # noqa: E402
 from core.docstore import DocStore  # noqa: E402
-from retrieval.freshness import FreshnessLog, percentile  # noqa: E402
-from retrieval.incremental import IncrementalIndexer  # noqa: E402
-from retrieval.layout import freshness_file  # noqa: E402
-from retrieval.manifest import IndexRoot  # noqa: E402
-from retrieval.search import SearchService  # noqa: E402
+from retrieval.index.freshness import FreshnessLog, percentile  # noqa: E402
+from retrieval.index.incremental import IncrementalIndexer  # noqa: E402
+from retrieval.index.layout import freshness_file  # noqa: E402
+from retrieval.index.manifest import IndexRoot  # noqa: E402
+from retrieval.query.service import SearchService  # noqa: E402
 from tests.fixtures.crawl.web import HostServer, Site, html_page, prose  # noqa: E402
 
 FILLER = "river stone mountain cloud garden window letter market bridge forest".split()

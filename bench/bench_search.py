@@ -26,10 +26,10 @@ import tantivy
 
 from core.errors import QueryError
 from core.settings import SearchSettings
-from retrieval.build import build_index
-from retrieval.layout import lexical_dir
-from retrieval.search import SearchService
-from retrieval.tokenizer import analyzed_text
+from retrieval.index.build import build_index
+from retrieval.index.layout import lexical_dir
+from retrieval.query.service import SearchService
+from retrieval.text.tokenizer import analyzed_text
 from training.datasets import BeirDataset
 
 

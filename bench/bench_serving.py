@@ -38,7 +38,7 @@ REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
 from core.settings import Settings  # noqa: E402
-from retrieval.manifest import IndexRoot, resolve_index  # noqa: E402
+from retrieval.index.manifest import IndexRoot, resolve_index  # noqa: E402
 from training.datasets import BeirDataset  # noqa: E402
 
 EVAL = REPO.parent / "shared" / "data" / "eval"
@@ -88,10 +88,10 @@ def embed_short_passages(gen_dir: Path, words: int) -> None:
 
     from core.atomic import write_text
     from retrieval import layout
-    from retrieval.embed import Embedder
-    from retrieval.lexical import LexicalShard
-    from retrieval.manifest import IndexManifest
-    from retrieval.vector import VectorShard, current_version
+    from retrieval.index.lexical import LexicalShard
+    from retrieval.index.manifest import IndexManifest
+    from retrieval.vectors.embed import Embedder
+    from retrieval.vectors.hnsw import VectorShard, current_version
 
     settings = Settings().embed.model_copy(update={"max_seq_length": 64, "batch_size": 64})
     embedder = Embedder.from_settings(settings)
@@ -218,10 +218,10 @@ def bare_peer(root: Path, qs: list[str], clients: int, duration: float, *, hybri
     import tantivy
 
     from retrieval import layout
-    from retrieval.embed import Embedder
-    from retrieval.manifest import IndexManifest
-    from retrieval.tokenizer import analyzed_text
-    from retrieval.vector import VectorShard, current_version
+    from retrieval.index.manifest import IndexManifest
+    from retrieval.text.tokenizer import analyzed_text
+    from retrieval.vectors.embed import Embedder
+    from retrieval.vectors.hnsw import VectorShard, current_version
 
     gen = resolve_index(root)
     manifest = IndexManifest.load(gen)
@@ -294,8 +294,8 @@ def stage_breakdown(root: Path, qs: list[str], ranker: str, n: int, *, forward: 
     broker from fetched stored text (the path before the forward index).
     """
     import rerank.ltr
-    import retrieval.broker
-    import retrieval.search
+    import retrieval.query.broker
+    import retrieval.query.service
     from rerank.pipeline import open_search_service
 
     os.environ["TRAWL_EMBED__QUERY_CACHE_SIZE"] = "0"
@@ -318,9 +318,9 @@ def stage_breakdown(root: Path, qs: list[str], ranker: str, n: int, *, forward: 
         for replicas in broker.shards:
             replicas[0].lexical.forward = None  # type: ignore[attr-defined]
     patches = [
-        (retrieval.broker, "shard_features"),
+        (retrieval.query.broker, "shard_features"),
         (rerank.ltr, "compute_features"),
-        (retrieval.search, "make_snippet"),
+        (retrieval.query.service, "make_snippet"),
         (rerank.ltr.LtrModel, "score"),
     ]
     names = {

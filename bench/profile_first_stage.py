@@ -29,9 +29,9 @@ import tantivy
 from bench.bench_serving import queries
 from core.settings import Settings
 from rerank.pipeline import open_search_service
-from retrieval import layout
-from retrieval.manifest import resolve_index
-from retrieval.tokenizer import analyzed_text
+from retrieval.index import layout
+from retrieval.index.root import resolve_index
+from retrieval.text.tokenizer import analyzed_text
 
 ROOT = Path(__file__).resolve().parents[1] / "data" / "bench" / "serving-10000-2"
 N = int(sys.argv[1]) if len(sys.argv) > 1 else 60

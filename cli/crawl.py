@@ -16,9 +16,9 @@ from rich.text import Text
 
 from core.crawldir import CrawlDir
 from core.settings import CrawlSettings, Settings
-from crawl.fleet import crawl_status
-from crawl.loop import Crawler
-from crawl.stats import CrawlStats, CrawlSummary
+from crawl.run.counters import CrawlStats, CrawlSummary
+from crawl.run.loop import Crawler
+from crawl.state.fleet import crawl_status
 
 __all__ = ["crawl_command", "run_crawl"]
 
@@ -180,7 +180,7 @@ def crawl_command(
     if not crawler.seeds:
         raise typer.BadParameter("No seed is a valid http(s) URL.")
     if metrics_port is not None:
-        from crawl.metrics import CrawlMetrics, FetchObserver, serve_metrics  # prometheus_client: ~12 MB
+        from crawl.run.metrics import CrawlMetrics, FetchObserver, serve_metrics  # prometheus_client: ~12 MB
 
         crawler.observer = FetchObserver()
         serve_metrics(CrawlMetrics(crawler.stats, observer=crawler.observer), metrics_port)

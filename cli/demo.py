@@ -38,7 +38,7 @@ if TYPE_CHECKING:
     from fastapi import FastAPI
 
     from core.settings import Settings
-    from crawl.stats import CrawlSummary
+    from crawl.run.counters import CrawlSummary
 
 console = Console(stderr=True)
 PYTHON_DOCS = Path("/usr/share/doc/python3.11/html")
@@ -114,10 +114,10 @@ def _background_backfill(root: str, threads: int, parent: int | None = None) -> 
     os.nice(10)  # queries first: the scheduler gives the serving process the CPU it asks for
     from cli.embed import passage_progress
     from core.settings import Settings
-    from retrieval.backfill import backfill_new_generation, collect_garbage
-    from retrieval.backfill_progress import ProgressFile
-    from retrieval.embed import Embedder
-    from retrieval.manifest import IndexRoot
+    from retrieval.index.root import IndexRoot
+    from retrieval.vectors.backfill import backfill_new_generation, collect_garbage
+    from retrieval.vectors.backfill_progress import ProgressFile
+    from retrieval.vectors.embed import Embedder
 
     settings = Settings()
     embed = settings.embed.model_copy(update={"torch_threads": threads})
@@ -164,8 +164,8 @@ def _switch_when_embedded(
             f"[red]the embeddings backfill failed (exit {child.exitcode})[/red]; still serving BM25"
         )
         return
-    from retrieval.backfill_progress import read_progress
-    from retrieval.embed import Embedder
+    from retrieval.vectors.backfill_progress import read_progress
+    from retrieval.vectors.embed import Embedder
 
     service = application.state.search
     progress = read_progress(root)
@@ -224,10 +224,10 @@ def demo_command(
 
     from api.app import create_app
     from core.settings import Settings
-    from crawl.loop import Crawler
-    from retrieval.docs_source import crawled_documents
-    from retrieval.manifest import IndexRoot
-    from training.linkgraph import crawl_pagerank
+    from crawl.run.loop import Crawler
+    from retrieval.index.docs_source import crawled_documents
+    from retrieval.index.root import IndexRoot
+    from training.pagerank import crawl_pagerank
 
     settings = Settings()
     settings = settings.model_copy(

@@ -130,9 +130,9 @@ def _embed(
     shards: int,
     chunk_docs: int | None,
 ) -> None:
-    from retrieval.backfill import backfill_index, collect_garbage
-    from retrieval.embed import Embedder
-    from retrieval.manifest import IndexRoot, resolve_index
+    from retrieval.index.root import IndexRoot, resolve_index
+    from retrieval.vectors.backfill import backfill_index, collect_garbage
+    from retrieval.vectors.embed import Embedder
 
     root: IndexRoot | None = None
     generation = ""
@@ -152,7 +152,7 @@ def _embed(
         with console.status("indexing…") as status:
             progress = lambda n: status.update(f"indexing… {n:,} documents")  # noqa: E731
             if job.is_ray:
-                from retrieval.ray_jobs import ray_build_generation
+                from retrieval.batch.ray_jobs import ray_build_generation
 
                 generation = ray_build_generation(
                     root,
@@ -176,7 +176,7 @@ def _embed(
     console.print(f"model {model} → {target} on {job.engine}")
     encode = None
     if job.is_ray:
-        from retrieval.ray_jobs import ray_encoder
+        from retrieval.batch.ray_jobs import ray_encoder
 
         encode = ray_encoder(
             settings.embed, actors=settings.jobs.embed_actors, threads=settings.jobs.actor_threads
@@ -205,7 +205,7 @@ def embed_gc(index: Annotated[Path, typer.Option("--index", help="Index root (or
 
     Example: trawl embed gc --index data/index
     """
-    from retrieval.backfill import collect_garbage
+    from retrieval.vectors.backfill import collect_garbage
 
     reports = collect_garbage(index)
     if not reports:

@@ -41,6 +41,6 @@ def beir_documents(path: Path) -> Iterator[Document]:
 
 def crawl_documents(path: Path) -> Iterator[Document]:
     """A crawl docstore's documents (module level, so a Ray shard task can call it by name)."""
-    from retrieval.docs_source import crawled_documents
+    from retrieval.index.docs_source import crawled_documents
 
     return crawled_documents(path)

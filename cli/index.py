@@ -17,7 +17,7 @@ from core.errors import ConfigError
 from core.settings import Settings
 
 if TYPE_CHECKING:
-    from training.linkgraph import CrawlPageRank
+    from training.pagerank import CrawlPageRank
 
 console = Console(stderr=True)
 index_app = typer.Typer(
@@ -54,7 +54,7 @@ def index_command(
     """
     if ctx.invoked_subcommand is not None:
         return
-    from retrieval.manifest import IndexRoot
+    from retrieval.index.root import IndexRoot
 
     if index is None:
         raise typer.BadParameter("--index DIR is required")
@@ -76,7 +76,7 @@ def index_command(
         with console.status(f"indexing ({job.engine})…") as status:
             progress = lambda n: status.update(f"indexing ({job.engine})… {n:,} documents")  # noqa: E731
             if job.is_ray:
-                from retrieval.ray_jobs import ray_build_generation
+                from retrieval.batch.ray_jobs import ray_build_generation
 
                 generation = ray_build_generation(
                     root, source, shards=shards, source_name=source_name, on_progress=progress
@@ -96,12 +96,12 @@ def index_command(
 def run_crawl_pagerank(data: Path, on_ray: bool, settings: Settings) -> CrawlPageRank | None:
     """The crawl's link-graph job (page and host PageRank beside the docstore), here or on the
     connected Ray; None when the crawl has no links."""
-    from training.linkgraph import crawl_pagerank
+    from training.pagerank import crawl_pagerank
 
     with console.status("PageRank…") as status:
         rank = None
         if on_ray:
-            from training.ray_jobs import ray_rank
+            from training.ray_training import ray_rank
 
             rank = ray_rank(
                 blocks=settings.jobs.pagerank_blocks,
@@ -118,7 +118,7 @@ def index_list(index: Annotated[Path, typer.Option("--index", help="Index root."
 
     Example: trawl index list --index data/index
     """
-    from retrieval.manifest import IndexRoot
+    from retrieval.index.root import IndexRoot
 
     if not index.is_dir():  # an empty table for a mistyped path read as "no generations yet"
         raise ConfigError(
@@ -150,7 +150,7 @@ def index_publish(
 
     Example: trawl index publish g20261130T114100-a1b2c3 --index data/index
     """
-    from retrieval.manifest import IndexRoot
+    from retrieval.index.root import IndexRoot
 
     IndexRoot(index).publish(generation)
     console.print(f"published {generation}")
@@ -162,6 +162,6 @@ def index_rollback(index: Annotated[Path, typer.Option("--index", help="Index ro
 
     Example: trawl index rollback --index data/index
     """
-    from retrieval.manifest import IndexRoot
+    from retrieval.index.root import IndexRoot
 
     console.print(f"rolled back to {IndexRoot(index).rollback()}")

@@ -14,7 +14,7 @@ from rich.table import Table
 from core.blocklist import BlockList
 from core.crawldir import CrawlDir
 from core.settings import Settings
-from crawl.inspect import inspect_url
+from crawl.run.inspect import inspect_url
 
 
 def inspect_command(
@@ -118,8 +118,8 @@ def _freshness(canonical_url: str, index: Path) -> dict[str, object] | None:
     """Where the URL is on the way from fetch to search (the incremental indexer's log)."""
     from dataclasses import asdict
 
-    from retrieval.freshness import FreshnessLog
-    from retrieval.layout import freshness_file
+    from retrieval.index.freshness import FreshnessLog
+    from retrieval.index.layout import freshness_file
 
     if not freshness_file(index).exists():
         return None
@@ -134,7 +134,7 @@ def _freshness(canonical_url: str, index: Path) -> dict[str, object] | None:
 def _indexed(canonical_url: str, index: Path) -> str:
     """Whether the serving generation of ``index`` holds the URL, and where."""
     from core.settings import SearchSettings
-    from retrieval.search import SearchService
+    from retrieval.query.service import SearchService
 
     service = SearchService.open(index, SearchSettings(use_vectors=False, cache_entries=0))
     try:

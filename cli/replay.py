@@ -30,7 +30,7 @@ def replay_command(
 
     Example: trawl replay http://127.0.0.1:8099/library/asyncio-eventloop.html --data data/demo/crawl
     """
-    from crawl.reprocess import replay
+    from crawl.run.reprocess import replay
 
     derived, stored = replay(url, data, Settings().crawl)
     if derived is None:

@@ -22,7 +22,7 @@ def reprocess_command(
 
     Example: trawl reprocess --data data/demo/crawl
     """
-    from crawl.reprocess import reprocess
+    from crawl.run.reprocess import reprocess
 
     summary = reprocess(data, Settings().crawl)
     if json_out:

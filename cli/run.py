@@ -47,8 +47,8 @@ def run_command(
     With --metrics-port: trawl_crawl_to_searchable_seconds (histogram), trawl_unindexed_backlog,
     trawl_deletions_applied_total.
     """
-    from crawl.continuous import ContinuousCrawl
-    from retrieval.incremental import IncrementalIndexer, follow
+    from crawl.run.continuous import ContinuousCrawl
+    from retrieval.index.incremental import IncrementalIndexer, follow
 
     settings = Settings()
     updates: dict[str, object] = {}
@@ -62,7 +62,7 @@ def run_command(
     if metrics_port is not None:
         from prometheus_client import start_http_server
 
-        from retrieval.freshness_metrics import REGISTRY
+        from retrieval.index.freshness_metrics import REGISTRY
 
         start_http_server(metrics_port, addr="127.0.0.1", registry=REGISTRY)
         console.print(f"freshness metrics on http://127.0.0.1:{metrics_port}/metrics")

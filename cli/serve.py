@@ -43,7 +43,8 @@ def shard_children(index: Path, *, ready_s: float = 120.0) -> Iterator[str]:
     """
     import httpx
 
-    from retrieval.manifest import IndexManifest, resolve_index
+    from retrieval.index.manifest import IndexManifest
+    from retrieval.index.root import resolve_index
 
     count = IndexManifest.load(resolve_index(index)).shards
     ports = [_free_port() for _ in range(count)]
@@ -115,7 +116,7 @@ def serve_command(
     else:
         # Said here, as one line, rather than as uvicorn's "Application startup failed"
         # after a traceback (exit status 3).
-        from retrieval.manifest import resolve_index
+        from retrieval.index.root import resolve_index
 
         resolve_index(index)
     os.environ["TRAWL_SERVE_INDEX"] = str(index)
@@ -162,7 +163,7 @@ def shard_serve(
     """
     import uvicorn
 
-    from retrieval.shard_http import create_shard_app
+    from retrieval.remote.shard_http import create_shard_app
 
     application = create_shard_app(
         index, shard, Settings().search, delay_s=delay_ms / 1000, allow_faults=allow_faults

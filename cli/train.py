@@ -98,7 +98,7 @@ def train_ltr_command(
     job = job_engine(settings, engine, ray_address)
     progress, on_progress = _progress()
     if job.is_ray:
-        from training.ray_jobs import ray_collection_frame
+        from training.ray_training import ray_collection_frame
 
         with job.session(), progress:
             for root in dataset:

@@ -98,7 +98,7 @@ def replace_dir(staged: Path, target: Path) -> None:
     first renamed aside and removed after the swap: a reader sees the old tree, then
     the new one (a crash between the two renames leaves the old tree beside the
     target, named ``.<name>.old-*``, and no target; callers that cannot tolerate that
-    gap publish through a pointer file instead — see ``retrieval.manifest``).
+    gap publish through a pointer file instead — see ``retrieval.index.manifest``).
     """
     staged, target = Path(staged), Path(target)
     if target.exists():

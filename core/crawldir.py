@@ -14,10 +14,10 @@ seam), so the layout lives below all of them. No other module spells these names
         <worker>/         one fleet worker's segments (a crawl on a shared frontier)
       links/              link-graph edges, Parquet segments (core.linkgraph)
         <worker>/         one fleet worker's edge files
-      warc/               raw responses, WARC files (crawl.warc)
+      warc/               raw responses, WARC files (crawl.run.warc)
         <worker>/         one fleet worker's WARC files
-      pagerank.parquet    PageRank per canonical URL (written by training.linkgraph)
-      pagerank-hosts.parquet  PageRank per host (written by training.linkgraph)
+      pagerank.parquet    PageRank per canonical URL (written by training.pagerank)
+      pagerank-hosts.parquet  PageRank per host (written by training.pagerank)
       deletions/          removal tombstones, docstore-format segments (core.deletions)
         <worker>/         one fleet worker's (or the operator's) tombstones
       blocklist.json      operator block rules: hosts and URL patterns (core.blocklist)

@@ -10,7 +10,7 @@ Example::
 
     engine = JobEngine.from_settings(settings.jobs, engine="ray", address=None)
     with engine.session():          # starts a local Ray, or joins ``auto`` / ``HOST:PORT``
-        ...                         # retrieval.ray_jobs / training.ray_jobs functions
+        ...                         # retrieval.batch.ray_jobs / training.ray_training functions
 """
 
 from __future__ import annotations

@@ -32,7 +32,7 @@ ROW_SUFFIX = ".ndjson.gz"
 SEGMENT_SUFFIX = r"\.(?:parquet|ndjson\.gz)$"
 """The end of a segment file's name in either format, as a regular expression."""
 _LEVEL = 1
-"""zlib level 1, as for WARC records (``crawl.warc.GZIP_LEVEL``: on the Python docs 0.43
+"""zlib level 1, as for WARC records (``crawl.run.warc.GZIP_LEVEL``: on the Python docs 0.43
 against 1.0 ms a page for level 6, 26% more bytes): a worker compresses every page it
 stores."""
 

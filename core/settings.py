@@ -58,14 +58,14 @@ class SearchSettings(BaseModel):
     cache_ttl_s: float = Field(60.0, ge=0)
     keep_generations: int = Field(3, ge=1)
     spelling: bool = True
-    """Spelling suggestions from the generation's vocabulary (retrieval.spelling)."""
+    """Spelling suggestions from the generation's vocabulary (retrieval.query.spelling)."""
     spell_known_df: int = Field(2, ge=1)
     """A word in at least this many documents is never corrected."""
     spell_max_distance: int = Field(2, ge=1, le=3)
     spell_rewrite_below: int = Field(3, ge=0)
     """Serve the corrected query instead when the original finds fewer results (0: never)."""
     synonyms_file: Path | None = None
-    """TOML synonyms applied at query time (retrieval.synonyms); None: no synonyms."""
+    """TOML synonyms applied at query time (retrieval.text.synonyms); None: no synonyms."""
 
 
 class EmbedSettings(BaseModel):
@@ -163,7 +163,7 @@ class CrawlSettings(BaseModel):
     killed a few times in a row, must not drop a page for good. 0: failed stays failed."""
     recrawl_budget: int = Field(1_000, ge=0)
     """Due pages made pending per crawl round (each ``trawl crawl --recrawl``, each ``trawl
-    run`` round): the ones with the highest P(changed) x importance (``crawl.tiers``); the
+    run`` round): the ones with the highest P(changed) x importance (``crawl.frontier.tiers``); the
     rest stay due for the next round, so a large backlog cannot starve new URLs. A round
     at the default concurrency fetches about this many in a minute. 0: every due page."""
     sitemap_refetch_s: float = Field(3_600, gt=0)
@@ -176,7 +176,7 @@ class CrawlSettings(BaseModel):
     warc_max_file_bytes: int = Field(1 << 30, ge=1 << 20)
     warc_gzip_level: int = Field(1, ge=0, le=9)
     """zlib level of each WARC record's gzip member: 1 spends less than half the CPU of 6 for
-    archives ~26% bigger (``crawl.warc.GZIP_LEVEL``); 6 or 9 for archives kept for years."""
+    archives ~26% bigger (``crawl.run.warc.GZIP_LEVEL``); 6 or 9 for archives kept for years."""
     frontier_url: str | None = None
     """A ``postgresql://`` frontier shared by many crawl workers (unset: the crawl directory's SQLite)."""
     worker_id: str | None = None

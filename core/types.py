@@ -56,7 +56,7 @@ class Document:
 
 @dataclass(frozen=True, slots=True)
 class Query:
-    """A parsed user query. Built by :func:`retrieval.analyzer.parse_query`."""
+    """A parsed user query. Built by :func:`retrieval.text.analyzer.parse_query`."""
 
     raw: str
     terms: tuple[str, ...] = ()
@@ -131,4 +131,4 @@ class SearchResponse:
     """Very common words (``the``, ``of``, ``is``, …) of a query too long for them to be
     searched (more than four words: a sentence, whose stopwords are grammar); a ranker with
     vectors still reads the whole query. A short query searches its stopwords in titles and
-    headings (``retrieval.stopword_search``), so "if statement" is not "statement"."""
+    headings (``retrieval.text.stopword_search``), so "if statement" is not "statement"."""

@@ -31,10 +31,10 @@ from numpy.typing import NDArray
 from core.errors import ModelLoadError
 from core.types import DocId, Query, ScoredDoc
 from rerank.model_card import CARD_FILE, CardFormat, read_card
-from retrieval.embed import Device, resolve_device
-from retrieval.hybrid import Candidate
-from retrieval.lexical import StoredDoc
-from retrieval.ranking import RankContext, RankOutput, RankStage
+from retrieval.index.lexical import StoredDoc
+from retrieval.query.hybrid import Candidate
+from retrieval.query.ranking import RankContext, RankOutput, RankStage
+from retrieval.vectors.embed import Device, resolve_device
 
 logger = logging.getLogger(__name__)
 
@@ -81,7 +81,7 @@ class CrossEncoderReranker:
 
         ``threads`` sets torch's intra-op threads (1 at serving: one query's 20 pairs
         are too small to gain from more, and the server runs queries in parallel).
-        ``device``: as the embedder's (:func:`retrieval.embed.resolve_device`).
+        ``device``: as the embedder's (:func:`retrieval.vectors.embed.resolve_device`).
         """
         import torch
         from sentence_transformers import CrossEncoder

@@ -3,7 +3,7 @@
 Recomputing features offline for logged queries invites skew (a different analyzer,
 a newer PageRank, another clock); logging what was actually scored does not. Each
 row carries the model and index generation that produced it, the query text and the
-clock value freshness was computed with, so ``training.features.frame_from_logs`` can
+clock value freshness was computed with, so ``training.frames.frame_from_logs`` can
 join rows with judgments or clicks, and a test can recompute them exactly.
 
 Rows are buffered and written as Parquet parts (``features-<time>-<n>.parquet``),

@@ -1,6 +1,6 @@
 """Candidate features: the one implementation used to train, to serve and to log.
 
-Training frames (``training/features.py``), the serving stage (``rerank/ltr.py``) and
+Training frames (``training/frames.py``), the serving stage (``rerank/ltr.py``) and
 the feature log all call :func:`compute_features`, so a feature can never mean one
 thing offline and another online (training/serving skew). The names and their order
 are fixed by :data:`SCHEMA`; a model records the schema it was trained with and
@@ -47,10 +47,17 @@ import numpy as np
 from numpy.typing import NDArray
 
 from core.types import DocId, Query
-from retrieval.forward import BODY_CHARS, SHARD_COLUMNS, SIDE_CHARS, QueryTerms, ShardFeatures, url_depth
-from retrieval.hybrid import Candidate, rrf_score
-from retrieval.lexical import TEXT_FIELDS, StoredDoc
-from retrieval.tokenizer import ENGLISH_STOPWORDS, MAX_TOKEN_CHARS, analyze, stem
+from retrieval.index.forward import (
+    BODY_CHARS,
+    SHARD_COLUMNS,
+    SIDE_CHARS,
+    QueryTerms,
+    ShardFeatures,
+    url_depth,
+)
+from retrieval.index.lexical import TEXT_FIELDS, StoredDoc
+from retrieval.query.hybrid import Candidate, rrf_score
+from retrieval.text.tokenizer import ENGLISH_STOPWORDS, MAX_TOKEN_CHARS, analyze, stem
 
 logger = logging.getLogger(__name__)
 
@@ -140,7 +147,7 @@ def _token_table(words: list[str]) -> dict[str, str]:
 
 
 def fast_analyze(text: str) -> list[str]:
-    """Exactly :func:`retrieval.tokenizer.analyze`, 3-5x faster on ASCII text.
+    """Exactly :func:`retrieval.text.tokenizer.analyze`, 3-5x faster on ASCII text.
 
     Features tokenize the text of every candidate of every query; for ASCII text the
     Unicode folding is the identity, so lowercasing plus an ASCII word pattern and a
@@ -197,7 +204,7 @@ def compute_features(
 ) -> FeatureMatrix:
     """One row of :data:`SCHEMA` per candidate, in the candidates' order.
 
-    With ``shard`` (the candidates' :class:`retrieval.forward.ShardFeatures`, row ``i``
+    With ``shard`` (the candidates' :class:`retrieval.index.forward.ShardFeatures`, row ``i``
     for candidate ``i``, computed by their shards from the forward index) the text and
     document features are taken from it and ``docs`` is not read; without, they are
     computed here from the stored documents. Both give the same values (a test pins it).
@@ -492,7 +499,7 @@ def _document_features(
     row[INDEX["doc_words"]] = doc.body.count(" ") + 1 if doc.body else 0
     row[INDEX["title_words"]] = len(title)
     row[INDEX["url_depth"]] = url_depth(doc.url)
-    # Stored PageRank is scaled to mean 1 (training.linkgraph) and always > 0 when
+    # Stored PageRank is scaled to mean 1 (training.pagerank) and always > 0 when
     # computed; 0 means "no link data", read as the average page rather than the worst.
     row[INDEX["pagerank"]] = doc.pagerank if doc.pagerank > 0 else 1.0
     row[INDEX["age_days"]] = age_days(doc, context.now_s)

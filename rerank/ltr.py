@@ -39,8 +39,8 @@ from core.types import DocId, Query, ScoredDoc
 from rerank.feature_log import FeatureLogger
 from rerank.features import INDEX, SCHEMA, FeatureContext, compute_features, reads_doc_vectors
 from rerank.model_card import CARD_FILE, CardFormat, read_card, write_card
-from retrieval.hybrid import Candidate
-from retrieval.ranking import RankContext, RankOutput
+from retrieval.query.hybrid import Candidate
+from retrieval.query.ranking import RankContext, RankOutput
 
 logger = logging.getLogger(__name__)
 

@@ -18,8 +18,8 @@ from core.settings import Settings
 from rerank.feature_log import FeatureLogger
 from rerank.ltr import LtrModel, LtrStage
 from rerank.model_card import CARD_FILE
-from retrieval.ranking import RankStage
-from retrieval.search import SearchService
+from retrieval.query.ranking import RankStage
+from retrieval.query.service import SearchService
 
 logger = logging.getLogger(__name__)
 
@@ -96,7 +96,7 @@ def attach_encoder(settings: Settings, service: SearchService) -> None:
         return
     if service.encoder is not None and service.encoder_model == service.generation.vector_model:
         return
-    from retrieval.embed import Embedder
+    from retrieval.vectors.embed import Embedder
 
     # serving=True: one encoder thread (two threads fight uvicorn and BLAS on 2 cores: 10× p99).
     # for_model_id: queries are encoded by the variant (torch / ONNX int8) that made the vectors.

@@ -88,7 +88,7 @@ class BeirDataset:
         ``metadata.headings`` and ``metadata.anchors`` (crawl-derived sets) are indexed
         as the crawl indexes them, less the anchors :meth:`leaked_anchors` names.
         """
-        from training.linkgraph import beir_pagerank
+        from training.pagerank import beir_pagerank
 
         pagerank = beir_pagerank(self.root)
         leaked = self.leaked_anchors()

@@ -3,7 +3,7 @@
 It evaluates the served search path, not a copy of it: the collection is indexed like
 any crawl (cached by content), vectors are backfilled by the ``trawl embed`` job, the
 index is opened with :func:`rerank.pipeline.open_search_service` (what the API opens)
-and every judged query goes through :meth:`retrieval.search.SearchService.search`, as
+and every judged query goes through :meth:`retrieval.query.service.SearchService.search`, as
 typed (``spell=False``), page after page until ``depth`` results. The run scores the
 served order itself (rank-based scores), so the figures are those of what a user sees.
 
@@ -40,14 +40,14 @@ from typing import Any
 from core.errors import ConfigError, QueryError
 from core.settings import Settings
 from core.types import Query
-from retrieval import layout
-from retrieval.analyzer import parse_query
-from retrieval.build import build_index
-from retrieval.lexical import read_lexical_manifest
-from retrieval.manifest import IndexManifest
-from retrieval.search import SearchService
+from retrieval.index import layout
+from retrieval.index.build import build_index
+from retrieval.index.lexical import read_lexical_manifest
+from retrieval.index.manifest import IndexManifest
+from retrieval.query.service import SearchService
+from retrieval.text.analyzer import parse_query
 from training.datasets import BeirDataset
-from training.metrics import evaluate_run
+from training.ir_metrics import evaluate_run
 from training.rankers import SERVED_RANKERS, VECTOR_RANKERS, EvalContext, make_ranker, ranker_names
 
 logger = logging.getLogger(__name__)
@@ -103,8 +103,8 @@ def cached_index(dataset: BeirDataset, settings: Settings, *, shards: int = 1) -
 
 def ensure_vectors(index_dir: Path, settings: Settings) -> str:
     """Backfill the index's vectors with the ``trawl embed`` job (a no-op once done); the model id."""
-    from retrieval.backfill import backfill_index
-    from retrieval.embed import Embedder
+    from retrieval.vectors.backfill import backfill_index
+    from retrieval.vectors.embed import Embedder
 
     embedder = Embedder.from_settings(settings.embed)
     report = backfill_index(index_dir, embedder, settings.embed)

@@ -35,7 +35,7 @@ from core.settings import Settings
 from rerank.features import SCHEMA
 from rerank.ltr import MODEL_FILE, LtrModel, model_id_of
 from training.datasets import BeirDataset
-from training.features import beir_labels, collection_frame
+from training.frames import beir_labels, collection_frame
 from training.train_ltr import LtrParams, collection_prefix, fit, query_folds
 
 logger = logging.getLogger(__name__)

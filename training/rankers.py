@@ -17,7 +17,7 @@ from typing import Protocol
 from core.errors import ConfigError
 from core.settings import Settings
 from core.types import Query, ScoredDoc
-from retrieval.lexical import LexicalShard
+from retrieval.index.lexical import LexicalShard
 from training.datasets import BeirDataset, Qrels
 
 
@@ -34,7 +34,7 @@ class EvalContext:
     options: dict[str, str] = field(default_factory=dict)
 
     def lexical(self) -> LexicalShard:
-        from retrieval.layout import lexical_dir
+        from retrieval.index.layout import lexical_dir
 
         return LexicalShard(lexical_dir(self.index_dir, 0))
 
@@ -69,7 +69,7 @@ SERVED_RANKERS: tuple[str, ...] = (
     "ltr",
     "ltr+ce",
 )
-"""Stage names of :class:`retrieval.search.SearchService` (and ``rerank.pipeline``)."""
+"""Stage names of :class:`retrieval.query.service.SearchService` (and ``rerank.pipeline``)."""
 VECTOR_RANKERS: frozenset[str] = frozenset(SERVED_RANKERS) - {"bm25", "bm25-rm3"}
 
 

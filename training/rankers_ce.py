@@ -27,7 +27,7 @@ import numpy as np
 
 from core.types import DocId
 from rerank.cross_encoder import rerank_head
-from training.metrics import MetricReport, evaluate_run
+from training.ir_metrics import MetricReport, evaluate_run
 from training.train_ltr import FullQrels, Split
 
 logger = logging.getLogger(__name__)

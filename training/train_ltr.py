@@ -41,10 +41,10 @@ from core.settings import Settings
 from core.types import DocId
 from rerank.features import SCHEMA
 from rerank.ltr import LtrModel, model_id_of, predict_mean
-from retrieval.search import AUTO_RANKERS, AUTO_REASONS
+from retrieval.query.service import AUTO_RANKERS, AUTO_REASONS
 from training.datasets import BeirDataset
-from training.features import CollectionFrame, beir_labels, collection_frame
-from training.metrics import METRICS, evaluate_run
+from training.frames import CollectionFrame, beir_labels, collection_frame
+from training.ir_metrics import METRICS, evaluate_run
 
 logger = logging.getLogger(__name__)
 

@@ -1,6 +1,6 @@
 """Fine-tuning the cross-encoder reranker on judged query–document pairs.
 
-Starting point: the packaged MiniLM (``retrieval.embed.default_model_path``) with a
+Starting point: the packaged MiniLM (``retrieval.vectors.embed.default_model_path``) with a
 fresh one-logit head. Pairs: each training query's judged positives (grade > 0, all of
 them, candidates or not) and hard negatives, the unjudged-or-zero candidates ranked
 highest by the first stage's reciprocal-rank fusion (the ``rrf`` feature; the LTR
@@ -245,9 +245,9 @@ def train_reranker_on_collections(
     Returns the model and its card (save both with :func:`save_reranker`). Documents
     are read from each collection's cached evaluation index.
     """
-    from retrieval.embed import default_model_path
-    from retrieval.layout import lexical_dir
-    from retrieval.lexical import LexicalShard
+    from retrieval.index.layout import lexical_dir
+    from retrieval.index.lexical import LexicalShard
+    from retrieval.vectors.embed import default_model_path
     from training.evaluate import cached_index
     from training.train_ltr import collection_prefix, pool_collections
 

@@ -14,7 +14,8 @@ from api.routes.crawl import crawl_dir
 from core.blocklist import BlockList, BlockRule, block
 from core.crawldir import CrawlDir
 from core.errors import ManifestError, NothingToRollBack, QueryError, UnknownGeneration
-from retrieval.manifest import IndexRoot, is_generation_id
+from retrieval.index.manifest import is_generation_id
+from retrieval.index.root import IndexRoot
 
 router = APIRouter(tags=["admin"], dependencies=[StrictParams])
 

@@ -20,8 +20,8 @@ from api.params import StrictParams
 from api.protection import AdminDep
 from core.crawldir import CrawlDir
 from core.errors import ConfigError, QueryError
-from crawl.host_health import host_health
-from crawl.inspect import inspect_url
+from crawl.run.inspect import inspect_url
+from crawl.state.host_health import host_health
 from crawl.urls import canonicalize_url, host_of
 
 router = APIRouter(dependencies=[StrictParams])
@@ -93,8 +93,8 @@ class SeedsResult(BaseModel):
 
 @router.post("/v1/crawl/seeds", response_model=SeedsResult, tags=["admin"])
 def add_seeds(request: Request, _admin: AdminDep, body: Annotated[SeedsRequest, Body()]) -> SeedsResult:
-    from crawl.frontier_store import open_store
-    from crawl.state import NewUrl
+    from crawl.frontier.interface import open_store
+    from crawl.state.sqlite import NewUrl
 
     queued: list[str] = []
     rejected: dict[str, str] = {}
@@ -123,9 +123,9 @@ def crawl_status(request: Request, _admin: AdminDep) -> dict[str, Any]:
     """The crawl as ``trawl crawl status`` reports it, and the busiest hosts.
 
     On a PostgreSQL frontier (``TRAWL_CRAWL__FRONTIER_URL``) that is the fleet: workers
-    alive, pages/s over the last minute, backlog and errors by class (``crawl.fleet``).
+    alive, pages/s over the last minute, backlog and errors by class (``crawl.state.fleet``).
     """
-    from crawl.fleet import crawl_status as fleet_status
+    from crawl.state.fleet import crawl_status as fleet_status
 
     path = crawl_dir(request)
     frontier_url = request.app.state.settings.crawl.frontier_url

@@ -13,8 +13,8 @@ from api.deps import SearchDep
 from api.metrics import REGISTRY
 from api.params import StrictParams
 from api.schemas import BackfillModel, HealthModel
-from retrieval.backfill_progress import read_progress
-from retrieval.search import SearchService
+from retrieval.query.service import SearchService
+from retrieval.vectors.backfill_progress import read_progress
 
 router = APIRouter()
 

@@ -5,7 +5,7 @@
 ``[a-zA-Z0-9-]``) proves the sender controls the host: ``{scheme}://{host}/{key}.txt``
 (or ``keyLocation`` on the same host) must answer 200 with a body containing the key.
 That file is fetched here, before anything is queued, through the crawler's own client
-and address guard (``crawl.fetcher.make_client``, ``crawl.guard``): loopback and private
+and address guard (``crawl.fetch.fetcher.make_client``, ``crawl.fetch.guard``): loopback and private
 addresses only where the crawl settings allow them, a short timeout, a size cap, no
 redirects. So a notification is answered 200 only once verified and queued; never 202.
 
@@ -60,10 +60,10 @@ from core.errors import (
     QueryError,
 )
 from core.settings import CrawlSettings
-from crawl.fetcher import make_client
-from crawl.frontier_store import CrawlStore, open_store
-from crawl.guard import AddressGuard, DnsCache, system_resolver
-from crawl.state import NewUrl
+from crawl.fetch.fetcher import make_client
+from crawl.fetch.guard import AddressGuard, DnsCache, system_resolver
+from crawl.frontier.interface import CrawlStore, open_store
+from crawl.state.sqlite import NewUrl
 from crawl.urls import canonicalize_url, host_of
 
 router = APIRouter(dependencies=[StrictParams])

@@ -1,7 +1,7 @@
 """The server-rendered web UI: search, "why this result", URL inspection, host dashboard.
 
 No JavaScript and no build step. Jinja2 autoescapes everything; only the snippet
-(already escaped by ``retrieval.snippets`` with our own ``<mark>`` added) is inserted
+(already escaped by ``retrieval.query.snippets`` with our own ``<mark>`` added) is inserted
 as markup. Links are only rendered for http(s) URLs, so a crawled ``javascript:`` URL
 can never run, and a Content-Security-Policy forbids scripts on every page anyway.
 """
@@ -31,10 +31,10 @@ from api.routes.health import live_status
 from api.web_format import HOST_COLUMNS, STATE_LABELS, readable
 from core.errors import BadClick, ConfigError, DocumentNotFound, QueryError, UnknownImpression
 from core.types import DocId, SearchResponse
-from retrieval.broker import LocalShard
-from retrieval.explain import bm25_breakdown
-from retrieval.generation import Generation
-from retrieval.search import SearchService
+from retrieval.index.generation import Generation
+from retrieval.query.broker import LocalShard
+from retrieval.query.explain import bm25_breakdown
+from retrieval.query.service import SearchService
 
 logger = logging.getLogger(__name__)
 WEB = Path(__file__).resolve().parent.parent / "web"
@@ -321,7 +321,7 @@ def _host_cell(name: str, value: Any) -> tuple[str, bool]:
 
 @router.get("/hosts", response_class=HTMLResponse)
 def hosts_page(request: Request) -> HTMLResponse:
-    from crawl.host_health import host_health
+    from crawl.state.host_health import host_health
 
     crawl_data = request.app.state.settings.api.crawl_data
     context: dict[str, Any] = {"hosts": [], "error": None, "columns": list(HOST_COLUMNS.values())}

@@ -4,7 +4,7 @@ when ``/tmp/scrapy-venv`` exists), same site, same concurrency, same run.
     .venv/bin/python bench/crawl/bench_crawl.py [--hosts 20] [--pages-per-host 250] [--repeat 3]
 
 Each crawler runs as its own process under ``/usr/bin/time`` (peak RSS, CPU seconds);
-politeness delays are zero. Also reports extraction throughput (``crawl.extract``
+politeness delays are zero. Also reports extraction throughput (``crawl.extraction.page``
 against bare selectolax parsing) on the same pages, and on the Python docs when
 ``/usr/share/doc/python3.11/html`` exists, there beside compiled extractors when
 ``/tmp/extract-peers-venv`` exists (``extraction_peers.py``).
@@ -174,10 +174,10 @@ def extraction(pages: list[bytes], label: str, *, rounds: int = 3) -> dict[str, 
 
     The three run in turn ``rounds`` times and each keeps its best round: one pass each
     moved the ratio by ±0.03 between runs on this shared machine."""
-    from crawl.content import decode_html
-    from crawl.dedup import fingerprints
-    from crawl.extract import parse_html
-    from crawl.parsing import PageJob, extract_page
+    from crawl.extraction.dedup import fingerprints
+    from crawl.extraction.page import parse_html
+    from crawl.extraction.parsing import PageJob, extract_page
+    from crawl.fetch.content import decode_html
 
     texts = [p.decode("utf-8", "replace") for p in pages]
 
@@ -211,8 +211,8 @@ def extraction(pages: list[bytes], label: str, *, rounds: int = 3) -> dict[str, 
     print(
         f"extraction [{label}: {len(pages)} pages, {mb:.1f} MB, best of {rounds}]: "
         f"bare selectolax {rate['bare']:.0f} pages/s; "
-        f"crawl.extract + dedup fingerprints {rate['ours']:.0f} pages/s ({ours_x:.2f}×); "
-        f"crawl.parsing.extract_page + fingerprints {rate['worker']:.0f} pages/s ({worker_x:.2f}×)"
+        f"crawl.extraction.page + dedup fingerprints {rate['ours']:.0f} pages/s ({ours_x:.2f}×); "
+        f"crawl.extraction.parsing.extract_page + fingerprints {rate['worker']:.0f} pages/s ({worker_x:.2f}×)"
     )
     return rate
 

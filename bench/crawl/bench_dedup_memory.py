@@ -2,7 +2,7 @@
 
     .venv/bin/python bench/crawl/bench_dedup_memory.py [--documents 100000]
 
-Every worker rebuilds ``crawl.dedup.NearDupIndex`` from the crawl database on start, so
+Every worker rebuilds ``crawl.extraction.dedup.NearDupIndex`` from the crawl database on start, so
 its bytes per document bound how large a crawl one worker can join. Measured with
 tracemalloc (Python allocations; URL and hash strings are made before tracing, as the
 database rows hand them over, so the previous layout's hex-string keys cost it nothing
@@ -22,7 +22,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
-from crawl.dedup import NearDupIndex, hamming  # noqa: E402
+from crawl.extraction.dedup import NearDupIndex, hamming  # noqa: E402
 
 
 class DictOfTuplesIndex:

@@ -42,10 +42,10 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 import training.train_ltr as train_ltr  # noqa: E402
 from core.settings import Settings  # noqa: E402
 from rerank.features import SCHEMA  # noqa: E402
-from retrieval.embed import Embedder  # noqa: E402
-from retrieval.vector import VectorShard  # noqa: E402
+from retrieval.vectors.embed import Embedder  # noqa: E402
+from retrieval.vectors.hnsw import VectorShard  # noqa: E402
 from training.datasets import BeirDataset  # noqa: E402
-from training.features import beir_labels  # noqa: E402
+from training.frames import beir_labels  # noqa: E402
 
 EXTRA = ("dprf5", "dprf10", "dprf20", "nbr_bm25", "nbr_cos", "rocchio")
 VARIANTS = {

@@ -18,9 +18,9 @@ import pytest
 
 from api.app import create_app
 from core.settings import ApiSettings, CrawlSettings, Settings
-from crawl.loop import Crawler
-from retrieval.build import build_index
-from retrieval.docs_source import crawled_documents
+from crawl.run.loop import Crawler
+from retrieval.index.build import build_index
+from retrieval.index.docs_source import crawled_documents
 from tests.conftest import ServerThread
 from tests.fixtures.demo_site import DEMO, demo_site
 

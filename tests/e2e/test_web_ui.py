@@ -14,7 +14,7 @@ import pytest
 from api.app import create_app
 from core.settings import Settings
 from core.types import Document, doc_id_for
-from retrieval.build import build_index
+from retrieval.index.build import build_index
 from tests.conftest import ServerThread
 
 pytestmark = pytest.mark.e2e

@@ -29,7 +29,7 @@ import polars as pl
 from core.errors import ConfigError
 from online.book import Experiment, ExperimentBook
 from online.logs import CLICK_SCHEMA, IMPRESSION_SCHEMA, LogPaths, read_log
-from training.experiments.stats import difference_test, holm, ratio_estimate, sign_test, srm_chisquare
+from training.experiments.significance import difference_test, holm, ratio_estimate, sign_test, srm_chisquare
 
 logger = logging.getLogger(__name__)
 

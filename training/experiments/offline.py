@@ -30,7 +30,7 @@ from core.settings import Settings
 from training.evaluate import EvalResult, evaluate
 from training.experiments.plot import delta_histogram_svg
 from training.experiments.rankers_config import RankerCatalog
-from training.experiments.stats import bootstrap_mean_ci, holm, paired_ttest, randomization_test
+from training.experiments.significance import bootstrap_mean_ci, holm, paired_ttest, randomization_test
 
 logger = logging.getLogger(__name__)
 

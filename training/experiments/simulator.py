@@ -38,7 +38,7 @@ from core.types import doc_id_for
 from online.book import Experiment
 from online.interleaving import Team, interleave_rng, team_draft
 from online.runtime import ExperimentRuntime
-from training.experiments.stats import (
+from training.experiments.significance import (
     RatioEstimate,
     difference_test,
     ratio_estimate,

@@ -12,8 +12,8 @@ from fastapi.testclient import TestClient
 
 from api.app import create_app
 from core.settings import Settings
-from crawl.fleet import crawl_status
-from crawl.state import NewUrl, Outcome, UrlStatus, UrlUpdate
+from crawl.state.fleet import crawl_status
+from crawl.state.sqlite import NewUrl, Outcome, UrlStatus, UrlUpdate
 from tests.fixtures.docs import numbered_index
 
 KEY = "crawl-admin-key"

@@ -16,8 +16,8 @@ from api.routes.indexnow import PUSH_PRIORITY
 from core.crawldir import CrawlDir
 from core.settings import Settings
 from core.types import Document, doc_id_for
-from crawl.state import CrawlDb, NewUrl, Outcome, UrlStatus, UrlUpdate
-from retrieval.manifest import IndexRoot
+from crawl.state.sqlite import CrawlDb, NewUrl, Outcome, UrlStatus, UrlUpdate
+from retrieval.index.root import IndexRoot
 
 KEY = "a1b2c3d4-e5f6-trawl"
 

@@ -10,7 +10,7 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from api.app import create_app
 from core.settings import Settings
-from retrieval.build import build_index
+from retrieval.index.build import build_index
 from tests.conftest import ServerThread
 from tests.fixtures.docs import SMALL_WEB
 

@@ -11,7 +11,7 @@ import pytest
 
 from api.app import create_app
 from core.settings import Settings
-from retrieval.build import build_index
+from retrieval.index.build import build_index
 from tests.conftest import ServerThread
 from tests.fixtures.docs import SMALL_WEB
 

@@ -13,12 +13,12 @@ import numpy as np
 import pytest
 
 from core.settings import EmbedSettings
-from retrieval.backfill import backfill_index
-from retrieval.build import build_index
-from retrieval.embed import Embedder
-from retrieval.layout import vector_store_dir
-from retrieval.ray_jobs import ENCODER_NAME, ray_encoder
-from retrieval.vector_store import VectorStore
+from retrieval.batch.ray_jobs import ENCODER_NAME, ray_encoder
+from retrieval.index.build import build_index
+from retrieval.index.layout import vector_store_dir
+from retrieval.vectors.backfill import backfill_index
+from retrieval.vectors.embed import Embedder
+from retrieval.vectors.store import VectorStore
 from tests.integration.retrieval.test_backfill import make_docs, own_passage_hashes
 
 pytestmark = pytest.mark.slow  # encoder actors load the model: seconds each on a busy machine

@@ -17,7 +17,7 @@ from typer.testing import CliRunner
 from cli.main import app
 from core.crawldir import CrawlDir
 from core.linkgraph import Edge, LinkGraphStore
-from training.linkgraph import crawl_pagerank, host_ranks
+from training.pagerank import crawl_pagerank, host_ranks
 
 REPO = Path(__file__).resolve().parents[3]
 

@@ -12,8 +12,8 @@ from polars.testing import assert_frame_equal
 from core.settings import Settings
 from training.datasets import BeirDataset
 from training.evaluate import parse_queries
-from training.features import collection_frame
-from training.ray_jobs import ray_collection_frame
+from training.frames import collection_frame
+from training.ray_training import ray_collection_frame
 
 REPO = Path(__file__).resolve().parents[3]
 

@@ -12,10 +12,10 @@ import pytest
 from cli.engine import beir_documents
 from core.settings import SearchSettings
 from core.types import Document
-from retrieval.build import build_index
-from retrieval.manifest import IndexRoot
-from retrieval.ray_jobs import ray_build_generation, ray_build_index
-from retrieval.search import SearchService
+from retrieval.batch.ray_jobs import ray_build_generation, ray_build_index
+from retrieval.index.build import build_index
+from retrieval.index.root import IndexRoot
+from retrieval.query.service import SearchService
 from training.datasets import BeirDataset
 
 pytestmark = pytest.mark.slow  # two cranfield builds and 40 queries at depth 100

@@ -8,8 +8,8 @@ import numpy as np
 import polars as pl
 import pytest
 
-from training.linkgraph import host_pagerank, pagerank, url_pagerank
-from training.ray_jobs import ray_pagerank, ray_rank
+from training.pagerank import host_pagerank, pagerank, url_pagerank
+from training.ray_training import ray_pagerank, ray_rank
 
 
 def graph(n: int, m: int, seed: int) -> tuple[np.ndarray, np.ndarray]:

@@ -94,9 +94,9 @@ DRIVER = textwrap.dedent(
     import ray
     from cli.engine import beir_documents
     from core.jobs import JobEngine
-    from retrieval.ray_jobs import ray_build_index
-    from training.linkgraph import pagerank
-    from training.ray_jobs import ray_pagerank
+    from retrieval.batch.ray_jobs import ray_build_index
+    from training.pagerank import pagerank
+    from training.ray_training import ray_pagerank
 
     with JobEngine(engine="ray", address=sys.argv[1]).session():
         nodes = [n["NodeID"] for n in ray.nodes() if n["Alive"]]

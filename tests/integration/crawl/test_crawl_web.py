@@ -25,11 +25,11 @@ from core.crawldir import CrawlDir
 from core.docstore import DocStore
 from core.linkgraph import LinkGraphStore, anchors_by_target
 from core.settings import CrawlSettings
-from crawl.inspect import inspect_url
-from crawl.loop import Crawler
+from crawl.run.counters import CrawlSummary
+from crawl.run.inspect import inspect_url
+from crawl.run.loop import Crawler
 from crawl.scope import Scope
-from crawl.state import CrawlDb
-from crawl.stats import CrawlSummary
+from crawl.state.sqlite import CrawlDb
 from tests.fixtures.crawl.web import HostServer, Site, html_page, prose, sleep_then
 
 CRAWL_DELAY_S = 0.2

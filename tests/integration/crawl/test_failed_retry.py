@@ -17,8 +17,8 @@ from typing import Any
 import pytest
 
 from core.settings import CrawlSettings
-from crawl.loop import Crawler
-from crawl.state import NewUrl, Outcome, UrlStatus, UrlUpdate
+from crawl.run.loop import Crawler
+from crawl.state.sqlite import NewUrl, Outcome, UrlStatus, UrlUpdate
 from tests.fixtures.crawl.web import HostServer, Site, html_page, prose
 
 

@@ -12,10 +12,10 @@ from starlette.responses import Response
 from core.crawldir import CrawlDir
 from core.docstore import DocStore
 from core.settings import CrawlSettings
-from crawl.fetcher import Fetcher, make_client
-from crawl.frontier_store import open_store
-from crawl.guard import AddressGuard, DnsCache, system_resolver
-from crawl.loop import Crawler
+from crawl.fetch.fetcher import Fetcher, make_client
+from crawl.fetch.guard import AddressGuard, DnsCache, system_resolver
+from crawl.frontier.interface import open_store
+from crawl.run.loop import Crawler
 from tests.fixtures.crawl.web import HostServer, Site, html_page, prose
 
 DELAY_S = 1.0

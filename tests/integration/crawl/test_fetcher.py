@@ -12,8 +12,8 @@ from starlette.requests import Request
 from starlette.responses import Response, StreamingResponse
 
 from core.errors import FetchError, OutOfScope, RobotsDenied, TooLarge
-from crawl.fetcher import Fetcher, FetchResult, make_client
-from crawl.guard import AddressGuard, DnsCache
+from crawl.fetch.fetcher import Fetcher, FetchResult, make_client
+from crawl.fetch.guard import AddressGuard, DnsCache
 from tests.fixtures.crawl.web import HostServer, Site
 
 ETAG = '"v1"'

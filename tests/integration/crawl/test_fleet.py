@@ -22,7 +22,7 @@ import pytest
 
 from core.crawldir import CrawlDir
 from core.docstore import DocStore
-from crawl.fleet import crawl_status
+from crawl.state.fleet import crawl_status
 from tests.fixtures.crawl.web import HostServer, Site, html_page, prose, sleep_then
 
 _PAGES = 8
@@ -228,11 +228,11 @@ def test_copies_fetched_by_different_workers_are_indexed_once(
     copies_web: list[HostServer], pg_dsn: str, tmp_path: Path
 ) -> None:
     """Each worker's duplicate index knows only its own new documents; the fleet's claims in
-    PostgreSQL (``crawl.content_claims``) keep one original of a page copied on every host,
+    PostgreSQL (``crawl.state.content_claims``) keep one original of a page copied on every host,
     and one of a page nearly copied, as a single process does."""
-    from crawl.dedup import fingerprints, hamming
-    from crawl.extract import parse_html
-    from crawl.state_pg import PgCrawlDb
+    from crawl.extraction.dedup import fingerprints, hamming
+    from crawl.extraction.page import parse_html
+    from crawl.state.postgres import PgCrawlDb
 
     near = [
         fingerprints(parse_html(html_page("Nearly the same page", _near_text(i)), "http://x/").body)

@@ -1,4 +1,4 @@
-"""One original per content across a fleet (``crawl.content_claims``, ``PgCrawlDb.claim_contents``).
+"""One original per content across a fleet (``crawl.state.content_claims``, ``PgCrawlDb.claim_contents``).
 
 Each worker's in-memory duplicate index knows only the documents indexed when it started
 and its own, so two workers that fetched copies of one page both indexed it (two bench
@@ -18,12 +18,12 @@ from pathlib import Path
 import psycopg
 
 from core.settings import CrawlSettings
-from crawl.dedup import ContentClaim, fingerprints
-from crawl.extract import parse_html
-from crawl.loop import Crawler
-from crawl.state import CrawlDb, NewUrl, Outcome, UrlStatus, UrlUpdate
-from crawl.state_pg import PgCrawlDb
-from retrieval.docs_source import crawled_documents
+from crawl.extraction.dedup import ContentClaim, fingerprints
+from crawl.extraction.page import parse_html
+from crawl.run.loop import Crawler
+from crawl.state.postgres import PgCrawlDb
+from crawl.state.sqlite import CrawlDb, NewUrl, Outcome, UrlStatus, UrlUpdate
+from retrieval.index.docs_source import crawled_documents
 from tests.fixtures.crawl.web import HostServer, Site, html_page, prose
 
 _S = 0x8123_4567_89AB_CDEF  # top bit set: stored as a negative BIGINT

@@ -24,10 +24,10 @@ from starlette.responses import Response
 
 from core.errors import OutOfScope, TooLarge
 from core.settings import CrawlSettings
-from crawl.fetcher import Fetcher, make_client
-from crawl.guard import AddressGuard, DnsCache
-from crawl.loop import Crawler
-from crawl.state import CrawlDb
+from crawl.fetch.fetcher import Fetcher, make_client
+from crawl.fetch.guard import AddressGuard, DnsCache
+from crawl.run.loop import Crawler
+from crawl.state.sqlite import CrawlDb
 from tests.fixtures.crawl.web import HostServer, Site, html_page, prose, self_signed_cert
 
 ROOT = Path(__file__).resolve().parents[3]
@@ -92,7 +92,7 @@ _RSS_SCRIPT = """
 import asyncio, json, resource, sys
 from pathlib import Path
 from core.settings import CrawlSettings
-from crawl.loop import Crawler
+from crawl.run.loop import Crawler
 settings = CrawlSettings(allowed_networks=["127.0.0.7/32"], min_delay_s=0, response_time_factor=0,
                          concurrency=4, flush_interval_s=0.2, parse_workers=1)
 summary = asyncio.run(Crawler(Path(sys.argv[1]), settings, seeds=sys.argv[2:]).run())

@@ -12,9 +12,9 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from core.crawldir import CrawlDir
 from core.settings import CrawlSettings
-from crawl.loop import Crawler
-from crawl.metrics import CrawlMetrics, FetchObserver, serve_metrics
-from crawl.state import CrawlDb
+from crawl.run.loop import Crawler
+from crawl.run.metrics import CrawlMetrics, FetchObserver, serve_metrics
+from crawl.state.sqlite import CrawlDb
 from tests.fixtures.crawl.web import HostServer, Site, html_page, prose
 
 

@@ -13,7 +13,7 @@ from collections.abc import Callable
 
 import psycopg
 
-from crawl.state_pg import _retry_on_conflict
+from crawl.state.postgres import _retry_on_conflict
 
 
 def test_the_deadlock_victim_is_run_again_and_both_writes_land(pg_dsn: str) -> None:

@@ -14,7 +14,7 @@ from starlette.responses import Response
 from core.crawldir import CrawlDir
 from core.docstore import DocStore
 from core.settings import CrawlSettings
-from crawl.loop import Crawler
+from crawl.run.loop import Crawler
 from tests.fixtures.crawl.web import HostServer, Site, html_page, prose
 
 
@@ -101,7 +101,7 @@ def test_a_page_that_moves_within_its_host_leaves_the_index(tmp_path: Path) -> N
     redirect leaves the host, or search shows the page twice, once at a URL that moved."""
     from starlette.responses import RedirectResponse
 
-    from retrieval.docs_source import crawled_documents
+    from retrieval.index.docs_source import crawled_documents
 
     moved = {"now": False}
 

@@ -22,8 +22,8 @@ from core.crawldir import CrawlDir
 from core.docstore import DocStore
 from core.linkgraph import LinkGraphStore
 from core.settings import CrawlSettings
-from crawl.loop import Crawler
-from crawl.reprocess import reprocess
+from crawl.run.loop import Crawler
+from crawl.run.reprocess import reprocess
 from tests.fixtures.demo_site import DEMO, PAGES, demo_site
 
 pytestmark = pytest.mark.skipif(not DEMO.exists(), reason="python3.11-doc is not installed")

@@ -21,7 +21,7 @@ import pytest
 from core.crawldir import CrawlDir
 from core.docstore import DocStore
 from core.settings import CrawlSettings
-from crawl.loop import Crawler
+from crawl.run.loop import Crawler
 from tests.fixtures.crawl.web import HostServer, Site, html_page, prose
 
 PAGES_PER_HOST = 30

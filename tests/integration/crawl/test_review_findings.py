@@ -7,11 +7,11 @@ import asyncio
 import time
 from pathlib import Path
 
-from crawl.frontier import Feedback, Frontier, Lease
-from crawl.frontier_pg import PgFrontier
-from crawl.seen import SeenUrls
-from crawl.state import CrawlDb, NewUrl, Outcome, UrlStatus, UrlUpdate
-from crawl.state_pg import PgCrawlDb
+from crawl.frontier.postgres import PgFrontier
+from crawl.frontier.seen import SeenUrls
+from crawl.frontier.sqlite import Feedback, Frontier, Lease
+from crawl.state.postgres import PgCrawlDb
+from crawl.state.sqlite import CrawlDb, NewUrl, Outcome, UrlStatus, UrlUpdate
 
 
 def _worker(db: PgCrawlDb, name: str, **options: float) -> PgFrontier:

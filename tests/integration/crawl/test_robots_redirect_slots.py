@@ -18,9 +18,9 @@ from starlette.responses import PlainTextResponse, Response
 
 from core.crawldir import CrawlDir
 from core.settings import CrawlSettings
-from crawl.loop import Crawler
-from crawl.state import CrawlDb
-from crawl.state_pg import PgCrawlDb
+from crawl.run.loop import Crawler
+from crawl.state.postgres import PgCrawlDb
+from crawl.state.sqlite import CrawlDb
 from tests.fixtures.crawl.web import HostServer, Site, html_page, prose, sleep_then
 
 _MIN_DELAY_S = 0.3

@@ -15,8 +15,8 @@ from starlette.responses import Response
 from core.crawldir import CrawlDir
 from core.docstore import DocStore
 from core.settings import CrawlSettings
-from crawl.continuous import ContinuousCrawl
-from crawl.state import NewUrl, Outcome, UrlKind, UrlStatus, UrlUpdate
+from crawl.run.continuous import ContinuousCrawl
+from crawl.state.sqlite import NewUrl, Outcome, UrlKind, UrlStatus, UrlUpdate
 from tests.fixtures.crawl.web import HostServer, Site, html_page, prose
 
 REFETCH_S = 1.0

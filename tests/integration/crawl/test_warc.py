@@ -24,9 +24,9 @@ from warcio.archiveiterator import ArchiveIterator
 from core.crawldir import CrawlDir
 from core.docstore import DocStore
 from core.settings import CrawlSettings
-from crawl.loop import Crawler
-from crawl.reprocess import reprocess
-from crawl.warc import IDENTICAL_PAYLOAD, SERVER_NOT_MODIFIED, payload_digest, read_responses
+from crawl.run.loop import Crawler
+from crawl.run.reprocess import reprocess
+from crawl.run.warc import IDENTICAL_PAYLOAD, SERVER_NOT_MODIFIED, payload_digest, read_responses
 from tests.fixtures.crawl.web import HostServer, Site, html_page, prose
 
 SETTINGS = CrawlSettings(

@@ -21,7 +21,7 @@ from api.errors import register_error_handlers
 from api.routes import experiments
 from api.schemas import SearchResponseModel
 from core.settings import Settings
-from retrieval.search import SearchService
+from retrieval.query.service import SearchService
 
 
 def create_experiment_app(settings: Settings, *, index_dir: Path) -> FastAPI:

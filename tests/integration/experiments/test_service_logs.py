@@ -16,7 +16,7 @@ import pytest
 
 from core.settings import ExperimentSettings, Settings
 from online.logs import CLICK_SCHEMA, IMPRESSION_SCHEMA, part_files, read_log
-from retrieval.build import build_index
+from retrieval.index.build import build_index
 from tests.conftest import ServerThread
 from tests.fixtures.docs import SMALL_WEB
 from tests.integration.experiments.service_app import create_experiment_app

@@ -10,7 +10,7 @@ from pathlib import Path
 from core.crawldir import CrawlDir
 from core.docstore import DocStore
 from core.types import Document
-from retrieval.incremental import IncrementalIndexer
+from retrieval.index.incremental import IncrementalIndexer
 from training.datasets import BeirDataset
 
 

@@ -15,9 +15,9 @@ from core.crawldir import CrawlDir
 from core.docstore import DocStore
 from core.settings import Settings
 from core.types import Document, doc_id_for
-from crawl.state import CrawlDb, NewUrl
-from retrieval.incremental import IncrementalIndexer
-from retrieval.search import SearchService
+from crawl.state.sqlite import CrawlDb, NewUrl
+from retrieval.index.incremental import IncrementalIndexer
+from retrieval.query.service import SearchService
 
 KEY = "block-admin-key"
 URLS = [

@@ -6,8 +6,8 @@ import dataclasses
 from pathlib import Path
 
 from core.settings import SearchSettings
-from retrieval.generation import Generation, GenerationSet
-from retrieval.search import SearchService
+from retrieval.index.generation import Generation, GenerationSet
+from retrieval.query.service import SearchService
 from tests.integration.freshness.crawled import crawled_index
 
 

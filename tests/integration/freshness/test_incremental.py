@@ -12,11 +12,11 @@ from core.crawldir import CrawlDir
 from core.deletions import DeletionLog, Removal
 from core.docstore import DocStore
 from core.types import Document
-from retrieval.build import build_index
-from retrieval.docs_source import crawled_documents
-from retrieval.incremental import IncrementalIndexer
-from retrieval.lexical import LexicalShard
-from retrieval.search import SearchService
+from retrieval.index.build import build_index
+from retrieval.index.docs_source import crawled_documents
+from retrieval.index.incremental import IncrementalIndexer
+from retrieval.index.lexical import LexicalShard
+from retrieval.query.service import SearchService
 from training.datasets import BeirDataset
 
 QUERIES = [
@@ -128,8 +128,8 @@ def test_a_restarted_indexer_compacts_on_schedule_not_at_start(
     last compaction read as never), rebuilding the whole index on every restart."""
     import threading
 
-    from retrieval.incremental import follow
-    from retrieval.manifest import IndexRoot
+    from retrieval.index.incremental import follow
+    from retrieval.index.root import IndexRoot
 
     data, docs = crawl
     index = tmp_path / "index"

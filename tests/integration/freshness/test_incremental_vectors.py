@@ -12,14 +12,14 @@ from core.deletions import DeletionLog, Removal
 from core.docstore import DocStore
 from core.settings import EmbedSettings
 from core.types import Document, doc_id_for
-from retrieval.backfill import backfill_index
-from retrieval.embed import Embedder
-from retrieval.generation import open_vectors
-from retrieval.incremental import Cursor, IncrementalIndexer
-from retrieval.layout import vector_store_dir
-from retrieval.manifest import IndexRoot
-from retrieval.search import SearchService
-from retrieval.vector_store import VectorStore
+from retrieval.index.generation import open_vectors
+from retrieval.index.incremental import Cursor, IncrementalIndexer
+from retrieval.index.layout import vector_store_dir
+from retrieval.index.root import IndexRoot
+from retrieval.query.service import SearchService
+from retrieval.vectors.backfill import backfill_index
+from retrieval.vectors.embed import Embedder
+from retrieval.vectors.store import VectorStore
 
 TOPICS = ("wing", "shock", "nozzle", "plate", "jet", "flutter", "heat", "cone", "slot", "panel")
 SHARDS = 2

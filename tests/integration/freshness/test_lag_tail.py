@@ -21,11 +21,11 @@ from starlette.responses import HTMLResponse, Response
 from bench.bench_freshness import ChangingSite
 from core.crawldir import CrawlDir
 from core.settings import CrawlSettings
-from crawl.dedup import NearDupIndex, fingerprints
-from crawl.extract import parse_html
-from crawl.loop import Crawler
-from retrieval.incremental import IncrementalIndexer
-from retrieval.search import SearchService
+from crawl.extraction.dedup import NearDupIndex, fingerprints
+from crawl.extraction.page import parse_html
+from crawl.run.loop import Crawler
+from retrieval.index.incremental import IncrementalIndexer
+from retrieval.query.service import SearchService
 from tests.fixtures.crawl.web import HostServer, Site, html_page, prose
 
 

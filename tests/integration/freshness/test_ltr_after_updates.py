@@ -13,10 +13,10 @@ from pathlib import Path
 
 from core.settings import SearchSettings
 from rerank.ltr import LtrStage
-from retrieval.forward import read_stale
-from retrieval.layout import forward_dir
-from retrieval.lexical import LexicalShard
-from retrieval.search import SearchService
+from retrieval.index.forward import read_stale
+from retrieval.index.layout import forward_dir
+from retrieval.index.lexical import LexicalShard
+from retrieval.query.service import SearchService
 from tests.integration.freshness.crawled import crawled_index
 from tests.unit.rerank.test_ltr import tiny_model
 

@@ -14,8 +14,8 @@ from api.metrics import REGISTRY as SERVICE_REGISTRY
 from core.crawldir import CrawlDir
 from core.deletions import DeletionLog, Removal
 from core.docstore import DocStore
-from retrieval.freshness_metrics import REGISTRY
-from retrieval.incremental import IncrementalIndexer
+from retrieval.index.freshness_metrics import REGISTRY
+from retrieval.index.incremental import IncrementalIndexer
 from tests.fixtures.docs import make_doc
 
 

@@ -15,9 +15,9 @@ from core.deletions import DeletionLog, Removal
 from core.docstore import DocStore
 from core.settings import SearchSettings
 from core.types import Document, doc_id_for
-from retrieval.docs_source import crawled_documents
-from retrieval.incremental import IncrementalIndexer
-from retrieval.search import SearchService
+from retrieval.index.docs_source import crawled_documents
+from retrieval.index.incremental import IncrementalIndexer
+from retrieval.query.service import SearchService
 
 SERVING = SearchSettings(cache_entries=0, use_vectors=False)
 

@@ -25,12 +25,12 @@ import pytest
 from core.crawldir import CrawlDir
 from core.deletions import DeletionLog, is_removed
 from core.docstore import DocStore
-from retrieval.build import build_index
-from retrieval.docs_source import crawled_documents
-from retrieval.incremental import IncrementalIndexer
-from retrieval.lexical import LexicalShard
-from retrieval.manifest import IndexRoot
-from retrieval.search import SearchService
+from retrieval.index.build import build_index
+from retrieval.index.docs_source import crawled_documents
+from retrieval.index.incremental import IncrementalIndexer
+from retrieval.index.lexical import LexicalShard
+from retrieval.index.root import IndexRoot
+from retrieval.query.service import SearchService
 from tests.fixtures.crawl.web import HostServer, Site, html_page
 
 LAG_S = 30.0

@@ -8,8 +8,8 @@ from pathlib import Path
 from core.crawldir import CrawlDir
 from core.deletions import DeletionLog, Removal
 from core.settings import SearchSettings
-from retrieval.search import SearchService
-from retrieval.shard_http import connect_shards
+from retrieval.query.service import SearchService
+from retrieval.remote.shard_http import connect_shards
 from tests.integration.freshness.crawled import crawled_index
 from tests.integration.serving.test_shard_processes import ShardProcess
 

@@ -11,8 +11,8 @@ import pytest
 from core.settings import Settings
 from rerank.features import SCHEMA
 from training.datasets import BeirDataset
-from training.features import collection_frame
-from training.linkgraph import beir_pagerank
+from training.frames import collection_frame
+from training.pagerank import beir_pagerank
 
 DOCS = [
     ("d1", "Wing flutter", "Flutter of a swept wing at transonic speed.", ["d2", "d3"]),

@@ -21,13 +21,13 @@ from core.types import DocId
 from rerank.feature_log import FeatureLogger, read_feature_log
 from rerank.features import SCHEMA, FeatureContext
 from rerank.ltr import LtrStage
-from retrieval.build import build_index
-from retrieval.layout import lexical_dir
-from retrieval.lexical import LexicalShard
-from retrieval.search import SearchService
+from retrieval.index.build import build_index
+from retrieval.index.layout import lexical_dir
+from retrieval.index.lexical import LexicalShard
+from retrieval.query.service import SearchService
 from tests.fixtures.docs import SMALL_WEB
 from tests.unit.rerank.test_ltr import tiny_model
-from training.features import Retrieval, build_frame, frame_from_logs
+from training.frames import Retrieval, build_frame, frame_from_logs
 
 NOW = 1_750_000_000.0
 QUERIES = ("list comprehension", "python functions sorted", '"generator expressions" lazy', "bread dough")
@@ -93,7 +93,7 @@ def test_explain_is_served_with_contributions(served: tuple[SearchService, Featu
         assert hit.explain is not None
         info = hit.explain["ltr"]
         assert info["bias"] + sum(info["contributions"].values()) == pytest.approx(hit.score, abs=1e-9)
-        assert hit.explain["field_bm25"]  # the fusion inputs ride along (from retrieval.search)
+        assert hit.explain["field_bm25"]  # the fusion inputs ride along (from retrieval.query.service)
 
 
 def test_training_frame_from_logs_and_judgments(served: tuple[SearchService, FeatureLogger, Path]) -> None:

@@ -17,12 +17,12 @@ import pytest
 
 from core.settings import EmbedSettings
 from core.types import Document, doc_id_for
-from retrieval.backfill import backfill_index, open_vector_shard
-from retrieval.build import build_index
-from retrieval.embed import Embedder, default_model_path
-from retrieval.layout import checkpoint_file, vector_store_dir, version_name
-from retrieval.vector import current_version
-from retrieval.vector_store import VectorStore, passage_hashes
+from retrieval.index.build import build_index
+from retrieval.index.layout import checkpoint_file, vector_store_dir, version_name
+from retrieval.vectors.backfill import backfill_index, open_vector_shard
+from retrieval.vectors.embed import Embedder, default_model_path
+from retrieval.vectors.hnsw import current_version
+from retrieval.vectors.store import VectorStore, passage_hashes
 
 REPO = Path(__file__).resolve().parents[3]
 TOPICS = ("wing", "shock", "nozzle", "plate", "jet", "flutter", "heat", "cone", "slot", "panel")
@@ -60,8 +60,8 @@ KILLED_JOB = textwrap.dedent(
     import sys
     from pathlib import Path
     from core.settings import EmbedSettings
-    from retrieval.backfill import backfill_index
-    from retrieval.embed import Embedder
+    from retrieval.vectors.backfill import backfill_index
+    from retrieval.vectors.embed import Embedder
 
     backfill_index(Path(sys.argv[1]), Embedder(), EmbedSettings(), chunk_docs=2)
     """

@@ -17,9 +17,9 @@ from pydantic import ValidationError
 from core.errors import ModelLoadError
 from core.settings import Settings
 from core.types import DocId, Document
-from retrieval.embed import Embedder, passages, resolve_device
-from retrieval.manifest import IndexRoot
-from retrieval.vector import VectorShard
+from retrieval.index.root import IndexRoot
+from retrieval.vectors.embed import Embedder, passages, resolve_device
+from retrieval.vectors.hnsw import VectorShard
 
 
 @pytest.fixture(scope="module")

@@ -10,10 +10,10 @@ from hypothesis import strategies as st
 
 from core.errors import ManifestError, QueryError
 from core.settings import SearchSettings
-from retrieval.analyzer import parse_query
-from retrieval.build import build_index
-from retrieval.lexical import LexicalShard, build_lexical_shard
-from retrieval.search import SearchService
+from retrieval.index.build import build_index
+from retrieval.index.lexical import LexicalShard, build_lexical_shard
+from retrieval.query.service import SearchService
+from retrieval.text.analyzer import parse_query
 from tests.fixtures.docs import SMALL_WEB
 
 
@@ -123,7 +123,7 @@ def test_stored_many_reads_remembered_hits_and_searches_the_rest(tmp_path: Path)
 
 
 def test_address_memo_is_bounded(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    import retrieval.lexical as lexical
+    import retrieval.index.lexical as lexical
 
     monkeypatch.setattr(lexical, "ADDRESS_MEMO_DOCS", 4)
     path = tmp_path / "lexical"

@@ -16,8 +16,8 @@ import pytest
 
 from core.errors import ModelLoadError
 from core.settings import EmbedSettings
-from retrieval.embed import Embedder, variant_of
-from retrieval.onnx_encoder import CHECK_PREFIX, EXPORT_FILE, MODEL_FILE
+from retrieval.vectors.embed import Embedder, variant_of
+from retrieval.vectors.onnx_encoder import CHECK_PREFIX, EXPORT_FILE, MODEL_FILE
 from training.datasets import BeirDataset
 
 pytestmark = pytest.mark.slow  # one real export + quantization (~15 s idle), torch loaded beside it
@@ -125,7 +125,7 @@ def test_a_failing_self_check_falls_back_to_torch(
     int8: Embedder, onnx_cache: Path, caplog: pytest.LogCaptureFixture
 ) -> None:
     strict: dict[str, Any] = {"onnx_cache_dir": onnx_cache, "onnx_min_mean_cosine": 0.9999}
-    with caplog.at_level(logging.WARNING, logger="retrieval.embed"):
+    with caplog.at_level(logging.WARNING, logger="retrieval.vectors.embed"):
         fallback = Embedder(backend="auto", **strict)
     assert fallback.backend == "torch" and fallback.precision in {"fp32", "bf16"}
     assert (

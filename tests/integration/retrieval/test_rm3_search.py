@@ -5,8 +5,8 @@ from __future__ import annotations
 import pytest
 
 from core.settings import SearchSettings
-from retrieval.build import build_index
-from retrieval.search import SearchService
+from retrieval.index.build import build_index
+from retrieval.query.service import SearchService
 from tests.fixtures.docs import make_doc
 
 # Five pages about wings that all say "airfoil", one that says "airfoil" but never

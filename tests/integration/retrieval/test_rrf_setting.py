@@ -6,11 +6,11 @@ from pathlib import Path
 
 from core.settings import SearchSettings, Settings
 from core.types import DocId
-from retrieval.analyzer import parse_query
-from retrieval.build import build_index
-from retrieval.hybrid import Candidate
-from retrieval.ranking import RankContext
-from retrieval.search import SearchService
+from retrieval.index.build import build_index
+from retrieval.query.hybrid import Candidate
+from retrieval.query.ranking import RankContext
+from retrieval.query.service import SearchService
+from retrieval.text.analyzer import parse_query
 from tests.fixtures.docs import SMALL_WEB
 
 CANDIDATES = [

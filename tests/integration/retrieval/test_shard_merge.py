@@ -7,9 +7,9 @@ from pathlib import Path
 
 import pytest
 
-from retrieval.build import build_index
-from retrieval.lexical import LexicalShard
-from retrieval.search import SearchService
+from retrieval.index.build import build_index
+from retrieval.index.lexical import LexicalShard
+from retrieval.query.service import SearchService
 from training.datasets import BeirDataset
 
 QUERIES = [

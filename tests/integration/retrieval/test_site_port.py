@@ -6,8 +6,8 @@ from pathlib import Path
 
 from core.settings import SearchSettings
 from core.types import Document, doc_id_for
-from retrieval.build import build_index
-from retrieval.search import SearchService
+from retrieval.index.build import build_index
+from retrieval.query.service import SearchService
 
 
 def test_site_with_a_port_matches_only_that_port(tmp_path: Path) -> None:

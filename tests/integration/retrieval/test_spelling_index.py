@@ -16,10 +16,10 @@ from hypothesis import strategies as st
 from api.app import create_app
 from core.settings import SearchSettings, Settings
 from core.types import Document, SearchResponse
-from retrieval.build import build_index
-from retrieval.layout import vocabulary_file
-from retrieval.search import SearchService
-from retrieval.vocabulary import Vocabulary
+from retrieval.index.build import build_index
+from retrieval.index.layout import vocabulary_file
+from retrieval.index.vocabulary import Vocabulary
+from retrieval.query.service import SearchService
 from tests.conftest import ServerThread
 from tests.fixtures.docs import make_doc
 
@@ -213,7 +213,7 @@ def test_a_word_only_in_pages_indexed_since_the_build_is_not_corrected_away(tmp_
 
     from core.crawldir import CrawlDir
     from core.docstore import DocStore
-    from retrieval.incremental import IncrementalIndexer
+    from retrieval.index.incremental import IncrementalIndexer
 
     old = [
         make_doc(f"https://example.org/list-{i}", f"List {i}", "list methods and slicing") for i in range(6)

@@ -11,10 +11,10 @@ from pathlib import Path
 import pytest
 
 from core.types import Document
-from retrieval.analyzer import parse_query
-from retrieval.build import build_index
-from retrieval.lexical import LexicalShard, build_lexical_shard
-from retrieval.search import SearchService
+from retrieval.index.build import build_index
+from retrieval.index.lexical import LexicalShard, build_lexical_shard
+from retrieval.query.service import SearchService
+from retrieval.text.analyzer import parse_query
 from tests.fixtures.docs import make_doc
 
 COMPOUND = "https://docs.example/reference/compound_stmts.html"
@@ -107,7 +107,7 @@ def test_sharded_scores_equal_one_index(tmp_path: Path, query: str) -> None:
 
 
 def test_explain_shows_what_the_stopwords_added(tmp_path: Path) -> None:
-    from retrieval.explain import bm25_breakdown
+    from retrieval.query.explain import bm25_breakdown
 
     build_index(PAGES, tmp_path / "idx", shards=2)
     service = SearchService.open(tmp_path / "idx")

@@ -11,12 +11,17 @@ import pytest
 
 from core.settings import EmbedSettings, SearchSettings
 from core.types import Document, doc_id_for
-from retrieval.backfill import backfill_index, backfill_new_generation, collect_garbage, open_vector_shard
-from retrieval.embed import Embedder
-from retrieval.generation import Generation
-from retrieval.layout import generation_dir, passages_file, version_dir
-from retrieval.manifest import IndexRoot
-from retrieval.vector_store import VectorStore, passage_hashes
+from retrieval.index.generation import Generation
+from retrieval.index.layout import generation_dir, passages_file, version_dir
+from retrieval.index.root import IndexRoot
+from retrieval.vectors.backfill import (
+    backfill_index,
+    backfill_new_generation,
+    collect_garbage,
+    open_vector_shard,
+)
+from retrieval.vectors.embed import Embedder
+from retrieval.vectors.store import VectorStore, passage_hashes
 
 WORDS = ("wing", "shock", "nozzle", "plate", "jet", "flutter", "heat", "cone", "slot", "panel")
 

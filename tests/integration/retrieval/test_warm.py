@@ -5,8 +5,8 @@ from __future__ import annotations
 from pathlib import Path
 
 from core.settings import SearchSettings
-from retrieval.build import build_index
-from retrieval.search import SearchService
+from retrieval.index.build import build_index
+from retrieval.query.service import SearchService
 from tests.fixtures.docs import SMALL_WEB
 
 

@@ -19,10 +19,10 @@ from core.docstore import DocStore
 from core.errors import QueryError
 from core.settings import SearchSettings
 from core.types import Document
-from retrieval.analyzer import parse_query
-from retrieval.build import build_index
-from retrieval.incremental import IncrementalIndexer
-from retrieval.search import SearchService
+from retrieval.index.build import build_index
+from retrieval.index.incremental import IncrementalIndexer
+from retrieval.query.service import SearchService
+from retrieval.text.analyzer import parse_query
 from tests.fixtures.docs import SMALL_WEB, make_doc
 
 DATASTRUCTURES = "https://docs.python.org/3/tutorial/datastructures.html"
@@ -160,8 +160,8 @@ def test_cursor_over_remote_shards_reads_the_generation_it_was_made_on(tmp_path:
     shard's reply names its generation, and the client ignores it)."""
     from fastapi.testclient import TestClient
 
-    from retrieval.manifest import IndexRoot
-    from retrieval.shard_http import HttpShard, create_shard_app
+    from retrieval.index.root import IndexRoot
+    from retrieval.remote.shard_http import HttpShard, create_shard_app
 
     root = IndexRoot(tmp_path / "index")
     old = root.build(SMALL_WEB)
@@ -192,7 +192,7 @@ def test_a_publish_during_a_search_does_not_fail_it(tmp_path: Path) -> None:
     once, though searches that picked them up are still running: their next fan-out hits a
     shut-down thread pool and a RuntimeError escapes (a 500 through the API)."""
     from core.errors import TrawlError
-    from retrieval.manifest import IndexRoot
+    from retrieval.index.root import IndexRoot
 
     root = IndexRoot(tmp_path / "index")
     root.publish(root.build(SMALL_WEB, shards=2))
@@ -234,15 +234,15 @@ def _reports(n: int) -> tuple[Document, ...]:
 
 @pytest.fixture(scope="module")
 def embedder():  # type: ignore[no-untyped-def]
-    from retrieval.embed import Embedder
+    from retrieval.vectors.embed import Embedder
 
     return Embedder()
 
 
 def _vector_service(tmp_path: Path, embedder, docs, **settings):  # type: ignore[no-untyped-def]
     from core.settings import EmbedSettings
-    from retrieval.backfill import backfill_index
-    from retrieval.manifest import IndexRoot
+    from retrieval.index.root import IndexRoot
+    from retrieval.vectors.backfill import backfill_index
 
     root = IndexRoot(tmp_path / "index")
     generation = root.build(docs)
@@ -349,11 +349,11 @@ def test_a_hung_shard_costs_one_deadline_not_one_per_tier(tmp_path: Path, embedd
 
     from core.settings import EmbedSettings
     from retrieval import layout
-    from retrieval.backfill import backfill_index
-    from retrieval.broker import LocalShard
-    from retrieval.generation import open_vectors
-    from retrieval.lexical import LexicalShard
-    from retrieval.manifest import IndexRoot
+    from retrieval.index.generation import open_vectors
+    from retrieval.index.lexical import LexicalShard
+    from retrieval.index.root import IndexRoot
+    from retrieval.query.broker import LocalShard
+    from retrieval.vectors.backfill import backfill_index
 
     docs = _reports(120)
     root = IndexRoot(tmp_path / "index")
@@ -412,8 +412,8 @@ def test_a_shard_process_serves_an_older_generation_and_refuses_a_gone_one(tmp_p
     never an answer from another generation."""
     from fastapi.testclient import TestClient
 
-    from retrieval.manifest import IndexRoot
-    from retrieval.shard_http import create_shard_app, query_to_wire
+    from retrieval.index.root import IndexRoot
+    from retrieval.remote.shard_http import create_shard_app, query_to_wire
 
     root = IndexRoot(tmp_path / "index")
     old = root.build(SMALL_WEB)

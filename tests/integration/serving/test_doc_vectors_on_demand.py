@@ -14,14 +14,14 @@ from pathlib import Path
 import pytest
 
 from core.settings import EmbedSettings, SearchSettings
-from retrieval.analyzer import parse_query
-from retrieval.backfill import backfill_index
-from retrieval.broker import Broker, LocalShard
-from retrieval.embed import Embedder
-from retrieval.generation import open_vectors
-from retrieval.layout import lexical_dir
-from retrieval.lexical import LexicalShard
-from retrieval.manifest import IndexRoot, resolve_index
+from retrieval.index.generation import open_vectors
+from retrieval.index.layout import lexical_dir
+from retrieval.index.lexical import LexicalShard
+from retrieval.index.root import IndexRoot, resolve_index
+from retrieval.query.broker import Broker, LocalShard
+from retrieval.text.analyzer import parse_query
+from retrieval.vectors.backfill import backfill_index
+from retrieval.vectors.embed import Embedder
 from tests.fixtures.docs import SMALL_WEB
 from tests.fixtures.shards import http_broker
 

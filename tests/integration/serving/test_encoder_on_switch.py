@@ -13,10 +13,10 @@ import pytest
 from core.settings import SearchSettings, Settings
 from rerank.ltr import LtrStage
 from rerank.pipeline import open_search_service
-from retrieval.backfill import backfill_new_generation
-from retrieval.embed import Embedder
-from retrieval.manifest import IndexRoot
-from retrieval.search import SearchService
+from retrieval.index.root import IndexRoot
+from retrieval.query.service import SearchService
+from retrieval.vectors.backfill import backfill_new_generation
+from retrieval.vectors.embed import Embedder
 from tests.unit.rerank.test_ltr import tiny_model
 from training.datasets import BeirDataset
 

@@ -14,7 +14,7 @@ import pytest
 
 from api.app import create_app
 from core.settings import Settings
-from retrieval.manifest import IndexRoot
+from retrieval.index.root import IndexRoot
 from tests.conftest import ServerThread
 from training.datasets import BeirDataset
 

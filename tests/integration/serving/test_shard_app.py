@@ -9,9 +9,9 @@ from fastapi.routing import APIRoute
 from fastapi.testclient import TestClient
 
 from core.settings import SearchSettings
-from retrieval.analyzer import parse_query
-from retrieval.manifest import IndexRoot
-from retrieval.shard_http import create_shard_app, query_to_wire
+from retrieval.index.root import IndexRoot
+from retrieval.remote.shard_http import create_shard_app, query_to_wire
+from retrieval.text.analyzer import parse_query
 from tests.fixtures.docs import SMALL_WEB
 
 INDEX_ROUTES = {"/shard/info", "/shard/doc_freqs", "/shard/candidates", "/shard/fetch"}

@@ -11,15 +11,15 @@ import pytest
 
 from core.settings import SearchSettings
 from rerank.features import FeatureContext, compute_features
-from retrieval.analyzer import parse_query
-from retrieval.broker import Broker, LocalShard, ShardRequest
-from retrieval.forward import ShardFeatures
-from retrieval.hybrid import merge_shards
-from retrieval.layout import lexical_dir
-from retrieval.lexical import LexicalShard
-from retrieval.manifest import IndexRoot, resolve_index
-from retrieval.search import SearchService
-from retrieval.vector import VectorShard
+from retrieval.index.forward import ShardFeatures
+from retrieval.index.layout import lexical_dir
+from retrieval.index.lexical import LexicalShard
+from retrieval.index.root import IndexRoot, resolve_index
+from retrieval.query.broker import Broker, LocalShard, ShardRequest
+from retrieval.query.hybrid import merge_shards
+from retrieval.query.service import SearchService
+from retrieval.text.analyzer import parse_query
+from retrieval.vectors.hnsw import VectorShard
 from tests.fixtures.shards import http_broker
 from tests.unit.retrieval.test_forward import NOW, _corpus
 

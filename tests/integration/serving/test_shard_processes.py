@@ -18,9 +18,9 @@ import httpx
 import pytest
 
 from core.settings import SearchSettings
-from retrieval.manifest import IndexRoot
-from retrieval.search import SearchService
-from retrieval.shard_http import connect_shards
+from retrieval.index.root import IndexRoot
+from retrieval.query.service import SearchService
+from retrieval.remote.shard_http import connect_shards
 from training.datasets import BeirDataset
 
 REPO = Path(__file__).resolve().parents[3]

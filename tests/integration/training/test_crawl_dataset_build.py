@@ -14,7 +14,7 @@ from core.crawldir import CrawlDir
 from core.docstore import DocStore
 from core.linkgraph import Edge, LinkGraphStore
 from core.types import Document, doc_id_for
-from retrieval.forward import url_depth
+from retrieval.index.forward import url_depth
 from training.crawl_dataset import build_crawl_dataset
 from training.datasets import BeirDataset, document_url
 

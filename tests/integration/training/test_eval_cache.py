@@ -11,8 +11,8 @@ import json
 from pathlib import Path
 
 from core.settings import Settings
-from retrieval import layout
-from retrieval.lexical import FORMAT_VERSION, LexicalShard
+from retrieval.index import layout
+from retrieval.index.lexical import FORMAT_VERSION, LexicalShard
 from training.datasets import BeirDataset
 from training.evaluate import cached_index
 

@@ -14,8 +14,8 @@ from typer.testing import CliRunner
 from cli.main import app
 from core.crawldir import CrawlDir
 from core.linkgraph import Edge, LinkGraphStore
-from retrieval.docs_source import page_ranks
-from training.linkgraph import crawl_pagerank, host_pagerank, host_ranks, url_pagerank
+from retrieval.index.docs_source import page_ranks
+from training.pagerank import crawl_pagerank, host_pagerank, host_ranks, url_pagerank
 
 REPO = Path(__file__).resolve().parents[3]
 

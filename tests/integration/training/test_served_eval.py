@@ -124,7 +124,7 @@ def test_transfer_serves_every_query_a_model_that_never_saw_the_collection(
 ) -> None:
     """Leave-one-collection-out: one model, trained on the other collection's queries only."""
     from rerank.ltr import LtrModel
-    from training.features import beir_labels
+    from training.frames import beir_labels
 
     other_dir = tmp_path_factory.mktemp("other") / "cranother"
     other = write_slice(eval_dir / "cranfield", other_dir, DOCS, 2 * DOCS)

@@ -5,9 +5,9 @@ from __future__ import annotations
 import asyncio
 from pathlib import Path
 
-from crawl.frontier import Frontier
-from crawl.seen import SeenUrls
-from crawl.state import CrawlDb, NewUrl
+from crawl.frontier.seen import SeenUrls
+from crawl.frontier.sqlite import Frontier
+from crawl.state.sqlite import CrawlDb, NewUrl
 
 URL = "http://poison.test/bomb"
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from crawl.content import decode_html, is_html_body, parse_content_type
+from crawl.fetch.content import decode_html, is_html_body, parse_content_type
 
 
 def test_parse_content_type() -> None:

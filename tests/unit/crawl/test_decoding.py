@@ -8,7 +8,7 @@ import zlib
 import brotli
 import pytest
 
-from crawl.decoding import BodyDecoder, DecodedTooLarge, DecodingFailed
+from crawl.fetch.decoding import BodyDecoder, DecodedTooLarge, DecodingFailed
 
 CAP = 1 << 20
 BOMB = b"\0" * (64 << 20)  # 64 MiB of zeros: ~64 KB gzip, a few hundred bytes br

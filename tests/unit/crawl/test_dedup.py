@@ -6,8 +6,8 @@ import random
 
 import pytest
 
-from crawl import dedup
-from crawl.dedup import NearDupIndex, content_hash, fingerprints, hamming, simhash64
+from crawl.extraction import dedup
+from crawl.extraction.dedup import NearDupIndex, content_hash, fingerprints, hamming, simhash64
 
 
 def _text(seed: int, words: int = 300) -> str:

@@ -183,7 +183,7 @@ def test_a_crawl_workers_writes_and_rereads_never_import_polars(tmp_path: Path) 
     script = f"""
 import sys
 from pathlib import Path
-import cli.main, crawl.loop, crawl.parts
+import cli.main, crawl.run.loop, crawl.run.parts
 from core.docstore import DocStore
 from core.linkgraph import Edge, LinkGraphStore
 from core.types import Document, doc_id_for

@@ -8,9 +8,9 @@ from pathlib import Path
 
 import pytest
 
-from crawl.extract import Link, parse_html
-from retrieval.snippets import make_snippet
-from retrieval.tokenizer import stem
+from crawl.extraction.page import Link, parse_html
+from retrieval.query.snippets import make_snippet
+from retrieval.text.tokenizer import stem
 
 PAGE = """<!doctype html><html lang="en-GB"><head>
 <title> The  Title </title>

@@ -10,8 +10,8 @@ from typing import Any
 import psycopg
 from psycopg.rows import dict_row
 
-from crawl.state import NewUrl, Outcome, UrlStatus, UrlUpdate
-from crawl.state_pg import PgCrawlDb, _insert
+from crawl.state.postgres import PgCrawlDb, _insert
+from crawl.state.sqlite import NewUrl, Outcome, UrlStatus, UrlUpdate
 
 
 def _spent(db: PgCrawlDb) -> int:

@@ -14,12 +14,12 @@ from typing import Any
 
 import pytest
 
-from crawl.frontier import Feedback, Frontier, Lease
-from crawl.frontier_pg import PgFrontier
-from crawl.frontier_store import FrontierApi
-from crawl.seen import SeenUrls
-from crawl.state import CrawlDb, NewUrl, Outcome, UrlStatus, UrlUpdate
-from crawl.state_pg import PgCrawlDb
+from crawl.frontier.interface import FrontierApi
+from crawl.frontier.postgres import PgFrontier
+from crawl.frontier.seen import SeenUrls
+from crawl.frontier.sqlite import Feedback, Frontier, Lease
+from crawl.state.postgres import PgCrawlDb
+from crawl.state.sqlite import CrawlDb, NewUrl, Outcome, UrlStatus, UrlUpdate
 
 
 def _frontier(db: CrawlDb | PgCrawlDb, **kw: float) -> FrontierApi:

@@ -5,7 +5,7 @@ from __future__ import annotations
 import random
 import re
 
-from crawl.parsing import limit_depth
+from crawl.extraction.parsing import limit_depth
 
 _TAG = re.compile(r"<(/?)([a-zA-Z][a-zA-Z0-9:-]*)[^<>]*?(/?)>")
 _COMMENTS_AND_RAW_TEXT = re.compile(

@@ -7,7 +7,7 @@ from collections.abc import AsyncIterator
 
 import httpx
 
-from crawl.origin_pools import PerOriginTransport
+from crawl.fetch.origin_pools import PerOriginTransport
 
 
 class _Body(httpx.AsyncByteStream):

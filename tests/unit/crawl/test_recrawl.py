@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from crawl.recrawl import next_interval
+from crawl.frontier.recrawl import next_interval
 
 BOUNDS = {"initial_s": 100.0, "min_s": 10.0, "max_s": 1000.0}
 

@@ -6,8 +6,8 @@ import asyncio
 from pathlib import Path
 
 from core.errors import FetchError
-from crawl.robots import MAX_ROBOTS_BYTES, RobotsCache, agent_token, policy_from_response
-from crawl.state import CrawlDb
+from crawl.fetch.robots import MAX_ROBOTS_BYTES, RobotsCache, agent_token, policy_from_response
+from crawl.state.sqlite import CrawlDb
 
 RULES = b"""User-agent: OtherBot
 Disallow: /

@@ -7,9 +7,9 @@ from pathlib import Path
 
 import pytest
 
-from crawl.frontier import Frontier
-from crawl.seen import SeenUrls
-from crawl.state import CrawlDb, NewUrl
+from crawl.frontier.seen import SeenUrls
+from crawl.frontier.sqlite import Frontier
+from crawl.state.sqlite import CrawlDb, NewUrl
 
 
 def _url(i: int) -> str:
@@ -27,7 +27,7 @@ def test_urls_stay_seen_through_growth_both_committed_and_not(
 
     seen = SeenUrls(db, capacity=8)  # a restarted crawl: loads the table, room for 60
     assert len(seen) == 30
-    with caplog.at_level(logging.INFO, logger="crawl.seen"):
+    with caplog.at_level(logging.INFO, logger="crawl.frontier.seen"):
         assert all(seen.add_if_new(_url(i)) for i in range(30, 130))  # uncommitted, past capacity
     assert sum("rebuilding with capacity" in r.getMessage() for r in caplog.records) >= 1
     assert len(seen) == 130

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import gzip
 
-from crawl.sitemaps import SitemapEntries, parse_sitemap
+from crawl.extraction.sitemaps import SitemapEntries, parse_sitemap
 
 URLSET = b"""<?xml version="1.0" encoding="UTF-8"?>
 <urlset xmlns="http://www.sitemaps.org/schemas/sitemap/0.9">

@@ -10,8 +10,8 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from crawl.host_health import host_health
-from crawl.state import CrawlDb, HostState, NewUrl, Outcome, UrlStatus, UrlUpdate
+from crawl.state.host_health import host_health
+from crawl.state.sqlite import CrawlDb, HostState, NewUrl, Outcome, UrlStatus, UrlUpdate
 
 
 def _crawl_db(open_db: Callable[[], CrawlDb]) -> None:

@@ -6,7 +6,7 @@ import math
 
 import pytest
 
-from crawl.tiers import DueCandidate, change_rate, choose_due, importance_of, p_changed, tier_of
+from crawl.frontier.tiers import DueCandidate, change_rate, choose_due, importance_of, p_changed, tier_of
 
 DAY = 86_400.0
 

@@ -19,8 +19,8 @@ from pathlib import Path
 import pytest
 from warcio.archiveiterator import ArchiveIterator
 
-from crawl.fetcher import FetchResult
-from crawl.warc import WarcSink
+from crawl.fetch.fetcher import FetchResult
+from crawl.run.warc import WarcSink
 
 
 def _result(i: int) -> FetchResult:
@@ -163,7 +163,7 @@ def test_a_file_is_closed_once_it_passes_max_file_bytes(tmp_path: Path) -> None:
 
 
 def test_originals_read_back_are_named_as_written_and_unusable_ones_are_forgotten() -> None:
-    from crawl.warc import _Originals
+    from crawl.run.warc import _Originals
 
     originals = _Originals()
     url = "http://127.0.0.1:8000/p.html"

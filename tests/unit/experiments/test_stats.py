@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 from scipy import stats as sps
 
-from training.experiments.stats import (
+from training.experiments.significance import (
     bootstrap_mean_ci,
     difference_test,
     holm,

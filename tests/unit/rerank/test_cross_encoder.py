@@ -12,10 +12,10 @@ import pytest
 
 from core.types import DocId, Query, ScoredDoc
 from rerank.cross_encoder import CrossEncoderReranker, CrossEncoderStage, document_text, rerank_head
-from retrieval.analyzer import parse_query
-from retrieval.hybrid import Candidate
-from retrieval.lexical import StoredDoc
-from retrieval.ranking import RankContext, RankOutput
+from retrieval.index.lexical import StoredDoc
+from retrieval.query.hybrid import Candidate
+from retrieval.query.ranking import RankContext, RankOutput
+from retrieval.text.analyzer import parse_query
 from training.rankers_ce import choose_weights, combine, cross_validate_ce
 from training.train_ltr import cv_splits
 from training.train_reranker import RerankerParams, fine_tune, sample_pairs, save_reranker
@@ -37,7 +37,7 @@ DOCS = {
 
 @pytest.fixture(scope="module")
 def reranker() -> CrossEncoderReranker:
-    from retrieval.embed import default_model_path
+    from retrieval.vectors.embed import default_model_path
 
     return CrossEncoderReranker.load(default_model_path(), seed=0)
 
@@ -161,7 +161,7 @@ def test_pairs_come_from_the_given_queries_only() -> None:
 
 @pytest.mark.slow
 def test_fine_tune_save_and_load_round_trip(tmp_path: Path) -> None:
-    from retrieval.embed import default_model_path
+    from retrieval.vectors.embed import default_model_path
 
     model = CrossEncoderReranker.load(default_model_path(), seed=0)
     pairs = [(QUERY, document_text(*BODIES[i]), float(i in (2, 4))) for i in (1, 2, 3, 4, 5, 6, 2, 4)]
@@ -178,7 +178,7 @@ def test_fine_tune_save_and_load_round_trip(tmp_path: Path) -> None:
 def test_serving_adds_ltr_ce_only_when_the_reranker_exists(tmp_path: Path) -> None:
     from core.settings import RankSettings, Settings
     from rerank.pipeline import serving_stages
-    from retrieval.embed import default_model_path
+    from retrieval.vectors.embed import default_model_path
     from tests.unit.rerank.test_ltr import tiny_model
 
     model_dir = tiny_model().save(tmp_path / "ltr")
@@ -211,7 +211,7 @@ def test_reranker_on_a_missing_gpu_is_a_load_error() -> None:
     import torch
 
     from core.errors import ModelLoadError
-    from retrieval.embed import default_model_path
+    from retrieval.vectors.embed import default_model_path
 
     if torch.cuda.is_available():
         loaded = CrossEncoderReranker.load(default_model_path(), seed=0, device="cuda")
@@ -222,7 +222,7 @@ def test_reranker_on_a_missing_gpu_is_a_load_error() -> None:
 
 
 def test_reranker_scores_alike_on_cpu_and_auto(reranker: CrossEncoderReranker) -> None:
-    from retrieval.embed import default_model_path
+    from retrieval.vectors.embed import default_model_path
 
     texts = [document_text(t, b) for t, b in BODIES.values()]
     on_cpu = CrossEncoderReranker.load(default_model_path(), seed=0, device="cpu")

@@ -21,10 +21,10 @@ from rerank.features import (
     prf_similarity,
     url_depth,
 )
-from retrieval.analyzer import parse_query
-from retrieval.hybrid import Candidate
-from retrieval.lexical import StoredDoc
-from retrieval.tokenizer import analyze
+from retrieval.index.lexical import StoredDoc
+from retrieval.query.hybrid import Candidate
+from retrieval.text.analyzer import parse_query
+from retrieval.text.tokenizer import analyze
 
 NOW = 1_700_000_000.0
 DAY = 86_400.0

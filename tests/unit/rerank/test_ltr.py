@@ -15,10 +15,10 @@ from core.errors import ModelLoadError
 from core.types import DocId
 from rerank.features import SCHEMA, FeatureContext, compute_features
 from rerank.ltr import LtrModel, LtrStage
-from retrieval.analyzer import parse_query
-from retrieval.hybrid import Candidate
-from retrieval.lexical import StoredDoc
-from retrieval.ranking import RankContext
+from retrieval.index.lexical import StoredDoc
+from retrieval.query.hybrid import Candidate
+from retrieval.query.ranking import RankContext
+from retrieval.text.analyzer import parse_query
 
 NOW = 1_700_000_000.0
 

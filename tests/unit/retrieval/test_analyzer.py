@@ -7,7 +7,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from core.errors import QueryError
-from retrieval.analyzer import parse_query
+from retrieval.text.analyzer import parse_query
 
 
 def test_operators_are_parsed() -> None:

@@ -8,9 +8,9 @@ from pathlib import Path
 import pytest
 
 from core.errors import QueryError
-from retrieval.cache import TtlLruCache
-from retrieval.cursor import Cursor, CursorCodec, load_or_create_key
-from retrieval.stats import bm25_idf, plan_ballast
+from retrieval.index.collection_stats import bm25_idf, plan_ballast
+from retrieval.query.cache import TtlLruCache
+from retrieval.query.cursor import Cursor, CursorCodec, load_or_create_key
 
 
 def test_cache_is_lru_and_expires() -> None:

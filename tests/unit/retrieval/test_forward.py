@@ -11,13 +11,13 @@ import pytest
 
 from core.types import DocId, Query
 from rerank.features import SCHEMA, FeatureContext, compute_features
-from retrieval.analyzer import parse_query
-from retrieval.build import build_index
-from retrieval.forward import BODY_CHARS, SHARD_COLUMNS, ForwardIndex, ShardFeatures, shard_features
-from retrieval.hybrid import shard_candidates
-from retrieval.layout import forward_dir, lexical_dir
-from retrieval.lexical import LexicalShard, write_forward_index
-from retrieval.tokenizer import analyze
+from retrieval.index.build import build_index
+from retrieval.index.forward import BODY_CHARS, SHARD_COLUMNS, ForwardIndex, ShardFeatures, shard_features
+from retrieval.index.layout import forward_dir, lexical_dir
+from retrieval.index.lexical import LexicalShard, write_forward_index
+from retrieval.query.hybrid import shard_candidates
+from retrieval.text.analyzer import parse_query
+from retrieval.text.tokenizer import analyze
 from tests.fixtures.docs import SMALL_WEB, make_doc
 
 NOW = 1_750_000_000.0
@@ -147,7 +147,7 @@ def test_selecting_and_merging_keeps_rows_with_their_documents(shard: LexicalSha
 
 
 def _terms(query: Query):  # noqa: ANN202 - QueryTerms
-    from retrieval.forward import QueryTerms
+    from retrieval.index.forward import QueryTerms
 
     return QueryTerms.of(query)
 

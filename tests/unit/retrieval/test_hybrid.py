@@ -9,8 +9,8 @@ import numpy as np
 import pytest
 
 from core.types import DocId, ScoredDoc
-from retrieval.analyzer import parse_query
-from retrieval.hybrid import (
+from retrieval.index.lexical import LexicalShard, build_lexical_shard
+from retrieval.query.hybrid import (
     Candidate,
     convex,
     filtered_vector_hits,
@@ -19,8 +19,8 @@ from retrieval.hybrid import (
     shard_candidates,
     union,
 )
-from retrieval.lexical import LexicalShard, build_lexical_shard
-from retrieval.vector import VectorShard
+from retrieval.text.analyzer import parse_query
+from retrieval.vectors.hnsw import VectorShard
 from tests.fixtures.docs import SMALL_WEB
 
 A, B, C, D = DocId(1), DocId(2), DocId(3), DocId(4)

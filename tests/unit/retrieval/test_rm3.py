@@ -5,8 +5,8 @@ from __future__ import annotations
 import pytest
 
 from core.types import Query
-from retrieval.lexical import StoredDoc, analysed
-from retrieval.rm3 import Rm3
+from retrieval.index.lexical import StoredDoc, analysed
+from retrieval.query.rm3 import Rm3
 
 
 def _doc(doc_id: int, title: str, body: str) -> StoredDoc:

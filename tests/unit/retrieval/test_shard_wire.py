@@ -10,8 +10,13 @@ import json
 import numpy as np
 
 from core.types import DocId
-from retrieval.hybrid import Candidate
-from retrieval.shard_http import candidate_from_wire, candidate_to_wire, vectors_from_wire, vectors_to_wire
+from retrieval.query.hybrid import Candidate
+from retrieval.remote.shard_http import (
+    candidate_from_wire,
+    candidate_to_wire,
+    vectors_from_wire,
+    vectors_to_wire,
+)
 
 
 def test_document_vectors_cross_the_wire_bit_for_bit() -> None:

@@ -3,7 +3,7 @@ from __future__ import annotations
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from retrieval.snippets import SnippetMatcher, _best_window, _Match, _shortest_prefixes, make_snippet
+from retrieval.query.snippets import SnippetMatcher, _best_window, _Match, _shortest_prefixes, make_snippet
 
 
 def test_page_markup_is_escaped_and_matches_marked() -> None:

@@ -6,8 +6,8 @@ from pathlib import Path
 
 import pytest
 
-from retrieval.spelling import Speller, SpellerCache
-from retrieval.vocabulary import Vocabulary, VocabularyCounter
+from retrieval.index.vocabulary import Vocabulary, VocabularyCounter
+from retrieval.query.spelling import Speller, SpellerCache
 
 DF = {
     "python": 120,

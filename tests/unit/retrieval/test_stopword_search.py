@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from retrieval.analyzer import parse_query
-from retrieval.stopword_search import MAX_QUERY_WORDS, ignored_stopwords, stopword_search
+from retrieval.text.analyzer import parse_query
+from retrieval.text.stopword_search import MAX_QUERY_WORDS, ignored_stopwords, stopword_search
 
 
 def test_a_short_query_searches_its_stopwords_as_terms_and_in_word_pairs() -> None:

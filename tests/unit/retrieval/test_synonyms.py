@@ -9,10 +9,10 @@ import pytest
 
 from core.errors import ConfigError
 from core.settings import SearchSettings
-from retrieval.analyzer import parse_query
-from retrieval.build import build_index
-from retrieval.search import SearchService
-from retrieval.synonyms import Synonyms
+from retrieval.index.build import build_index
+from retrieval.query.service import SearchService
+from retrieval.text.analyzer import parse_query
+from retrieval.text.synonyms import Synonyms
 from tests.fixtures.docs import make_doc
 
 REPO = Path(__file__).resolve().parents[3]

@@ -6,8 +6,8 @@ from pathlib import Path
 
 from core.docstore import DocStore
 from core.types import Document, doc_id_for
-from retrieval.docs_source import crawled_documents
-from retrieval.titles import site_suffix, without_suffix
+from retrieval.index.docs_source import crawled_documents
+from retrieval.text.titles import site_suffix, without_suffix
 
 
 def test_the_suffix_most_titles_share_is_found() -> None:

@@ -1,6 +1,6 @@
 from __future__ import annotations
 
-from retrieval.tokenizer import analyze, term_frequencies
+from retrieval.text.tokenizer import analyze, term_frequencies
 
 
 def test_stems_folds_and_drops_stopwords() -> None:

@@ -13,8 +13,8 @@ import pytest
 
 from core.errors import ConfigError, ManifestError
 from core.types import DocId, ScoredDoc
-from retrieval.layout import version_name
-from retrieval.vector import VectorShard
+from retrieval.index.layout import version_name
+from retrieval.vectors.hnsw import VectorShard
 
 DIM = 16
 

@@ -9,7 +9,7 @@ import polars as pl
 import pytest
 
 from rerank.features import SCHEMA
-from training.features import frame_schema
+from training.frames import frame_schema
 from training.train_ltr import LtrParams, collection_weights, metrics_of, score_frame, train_booster
 
 FAST = LtrParams(max_rounds=60, early_stopping_rounds=10, min_data_in_leaf=5, learning_rate=0.2)

@@ -10,7 +10,7 @@ import numpy as np
 import polars as pl
 import pytest
 
-from training.linkgraph import beir_pagerank, host_pagerank, pagerank, pagerank_by_key, url_pagerank
+from training.pagerank import beir_pagerank, host_pagerank, pagerank, pagerank_by_key, url_pagerank
 
 
 def _random_graph(seed: int, n: int, edges: int) -> nx.DiGraph:

@@ -6,7 +6,7 @@ import math
 
 import pytest
 
-from training.metrics import evaluate_run
+from training.ir_metrics import evaluate_run
 
 QRELS = {"q1": {"d1": 2, "d3": 1}, "q2": {"d9": 1}, "q3": {"d5": 1}}
 RUN = {

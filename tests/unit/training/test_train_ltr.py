@@ -12,7 +12,7 @@ import pytest
 
 from rerank.features import SCHEMA
 from rerank.ltr import LtrModel
-from training.features import frame_schema
+from training.frames import frame_schema
 from training.train_ltr import (
     LtrParams,
     cross_validate,
