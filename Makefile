@@ -7,7 +7,7 @@ STAMP := $(VENV)/.installed-$(shell cat pyproject.toml | cksum | cut -d' ' -f1)
 export HF_HUB_OFFLINE := 1
 export TOKENIZERS_PARALLELISM := false
 
-.PHONY: help setup system-deps demo test test-all bench lint fmt check clean
+.PHONY: help setup system-deps demo test test-stress test-all bench relevance lint fmt check clean
 
 help: ## List the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-12s %s\n", $$1, $$2}'
@@ -35,8 +35,20 @@ demo: setup system-deps ## Crawl the Python docs on loopback, index, serve BM25 
 test: setup system-deps ## Run the test suite (without benchmarks)
 	$(BIN)/pytest -q --durations=15
 
+test-stress: setup system-deps ## The test suite while every core is kept busy by a background load
+	@set -e; load=""; \
+	for _ in $$(seq $$(nproc)); do ( while :; do :; done ) & load="$$load $$!"; done; \
+	trap 'kill $$load 2>/dev/null' EXIT; \
+	echo "background load on $$(nproc) cores (pids$$load)"; \
+	$(BIN)/pytest -q --durations=15
+
 bench: setup ## Run the benchmarks in bench/ (not part of the tests)
 	$(BIN)/python bench/bench_search.py
+
+EVAL_DIR ?= ../shared/data/eval
+
+relevance: setup ## Reproduce every reported relevance figure and rewrite docs/relevance.md's table
+	$(BIN)/python -m bench.relevance.reproduce --eval-dir $(EVAL_DIR) --write docs/relevance.md
 
 lint: setup ## ruff check + format check
 	$(BIN)/ruff check .

@@ -14,6 +14,7 @@ from rich.live import Live
 from rich.table import Table
 from rich.text import Text
 
+from cli.deprecated import renamed_flag
 from core.crawldir import CrawlDir
 from core.settings import CrawlSettings, Settings
 from crawl.run.counters import CrawlStats, CrawlSummary
@@ -122,8 +123,11 @@ def crawl_command(
     recrawl: Annotated[
         bool, typer.Option("--recrawl", help="Also refetch pages whose recrawl is due.")
     ] = False,
-    delay: Annotated[
-        float | None, typer.Option("--delay", min=0, help="Minimum seconds between requests to a host.")
+    delay_s: Annotated[
+        float | None, typer.Option("--delay-s", min=0, help="Minimum seconds between requests to a host.")
+    ] = None,
+    old_delay: Annotated[
+        float | None, typer.Option("--delay", min=0, hidden=True, help="Deprecated name of --delay-s.")
     ] = None,
     concurrency: Annotated[int | None, typer.Option("--concurrency", min=1, help="Async workers.")] = None,
     progress: Annotated[bool, typer.Option("--progress/--no-progress", help="Live progress display.")] = True,
@@ -167,6 +171,7 @@ def crawl_command(
         updates["allow_private"] = True
     if scope is not None:
         updates["scope"] = scope
+    delay = renamed_flag("--delay", "--delay-s", old_delay, delay_s)
     if delay is not None:
         updates["min_delay_s"] = delay
     if concurrency is not None:
@@ -180,7 +185,8 @@ def crawl_command(
     if not crawler.seeds:
         raise typer.BadParameter("No seed is a valid http(s) URL.")
     if metrics_port is not None:
-        from crawl.run.metrics import CrawlMetrics, FetchObserver, serve_metrics  # prometheus_client: ~12 MB
+        # lazy: prometheus_client (~12 MB), only with --metrics-port
+        from crawl.run.metrics import CrawlMetrics, FetchObserver, serve_metrics
 
         crawler.observer = FetchObserver()
         serve_metrics(CrawlMetrics(crawler.stats, observer=crawler.observer), metrics_port)

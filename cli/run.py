@@ -11,7 +11,9 @@ from typing import Annotated
 import typer
 from rich.console import Console
 
+from cli.deprecated import renamed_flag
 from core.settings import Settings
+from crawl.run.continuous import ContinuousCrawl
 
 console = Console(stderr=True)
 
@@ -30,8 +32,11 @@ def run_command(
     allow_loopback: Annotated[
         bool, typer.Option("--allow-loopback", help="Allow loopback addresses (local sites, tests).")
     ] = False,
-    delay: Annotated[
-        float | None, typer.Option("--delay", min=0, help="Minimum seconds between requests to a host.")
+    delay_s: Annotated[
+        float | None, typer.Option("--delay-s", min=0, help="Minimum seconds between requests to a host.")
+    ] = None,
+    old_delay: Annotated[
+        float | None, typer.Option("--delay", min=0, hidden=True, help="Deprecated name of --delay-s.")
     ] = None,
     metrics_port: Annotated[
         int | None,
@@ -47,13 +52,14 @@ def run_command(
     With --metrics-port: trawl_crawl_to_searchable_seconds (histogram), trawl_unindexed_backlog,
     trawl_deletions_applied_total.
     """
-    from crawl.run.continuous import ContinuousCrawl
+    # lazy: tantivy, hnswlib and polars; `trawl --help` stays fast
     from retrieval.index.incremental import IncrementalIndexer, follow
 
     settings = Settings()
     updates: dict[str, object] = {}
     if allow_loopback:
         updates["allow_loopback"] = True
+    delay = renamed_flag("--delay", "--delay-s", old_delay, delay_s)
     if delay is not None:
         updates["min_delay_s"] = delay
     crawl_settings = settings.crawl.model_copy(update=updates)
@@ -62,6 +68,7 @@ def run_command(
     if metrics_port is not None:
         from prometheus_client import start_http_server
 
+        # lazy: prometheus_client, only with --metrics-port
         from retrieval.index.freshness_metrics import REGISTRY
 
         start_http_server(metrics_port, addr="127.0.0.1", registry=REGISTRY)

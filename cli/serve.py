@@ -15,6 +15,7 @@ from typing import Annotated
 import typer
 from rich.console import Console
 
+from cli.deprecated import renamed_flag
 from core.settings import Settings
 
 console = Console(stderr=True)
@@ -37,14 +38,15 @@ def _free_port() -> int:
 def shard_children(index: Path, *, ready_s: float = 120.0) -> Iterator[str]:
     """One `trawl shard serve` child per shard of the serving generation, on loopback ports.
 
-    Yields the ``--shards`` spec once every child answers ``/healthz``; the children are
+    Yields the ``--shard-urls`` spec once every child answers ``/healthz``; the children are
     stopped on exit. Each shard process runs its own Python, so first-stage search and
     shard-side features of different shards run in parallel instead of under one GIL.
     """
     import httpx
 
+    # lazy: crawl workers import this module, and no retrieval code (tests/unit/cli/test_crawl_imports.py)
     from retrieval.index.manifest import IndexManifest
-    from retrieval.index.root import resolve_index
+    from retrieval.index.root import resolve_index  # lazy: loads tantivy; `trawl --help` stays fast
 
     count = IndexManifest.load(resolve_index(index)).shards
     ports = [_free_port() for _ in range(count)]
@@ -82,9 +84,12 @@ def serve_command(
         str, typer.Option("--host", help="Address to listen on (0.0.0.0: every interface).")
     ] = "127.0.0.1",
     port: Annotated[int, typer.Option("--port", min=0, max=65535, help="Port to listen on.")] = 8000,
-    shards: Annotated[
+    shard_urls: Annotated[
         str | None,
-        typer.Option("--shards", help="Remote shards: URL,URL,… (replicas of one shard joined by |)."),
+        typer.Option("--shard-urls", help="Remote shards: URL,URL,… (replicas of one shard joined by |)."),
+    ] = None,
+    old_shards: Annotated[
+        str | None, typer.Option("--shards", hidden=True, help="Deprecated name of --shard-urls.")
     ] = None,
     workers: Annotated[int, typer.Option("--workers", min=1, max=64, help="Worker processes.")] = 1,
     shard_processes: Annotated[
@@ -104,18 +109,20 @@ def serve_command(
     import uvicorn
 
     settings = Settings()
+    shards = renamed_flag("--shards", "--shard-urls", old_shards, shard_urls)
     if shard_processes:
         if shards:
-            raise typer.BadParameter("--shard-processes starts its own shards; leave out --shards.")
+            raise typer.BadParameter("--shard-processes starts its own shards; leave out --shard-urls.")
         with shard_children(index) as spec:
             console.print(f"shard processes: {spec}")
-            serve_command(index, host=host, port=port, shards=spec, workers=workers)
+            serve_command(index, host=host, port=port, shard_urls=spec, workers=workers)
         return
     if shards:
         os.environ["TRAWL_SERVE_SHARDS"] = shards
     else:
         # Said here, as one line, rather than as uvicorn's "Application startup failed"
         # after a traceback (exit status 3).
+        # lazy: loads tantivy; `trawl --help` stays fast
         from retrieval.index.root import resolve_index
 
         resolve_index(index)
@@ -133,6 +140,7 @@ def serve_command(
             proxy_headers=False,  # api.protection reads X-Forwarded-For from trusted proxies only
         )
         return
+    # lazy: FastAPI, tantivy and hnswlib; `trawl --help` stays fast
     from api.app import create_app
 
     uvicorn.run(
@@ -157,12 +165,13 @@ def shard_serve(
         bool, typer.Option("--allow-fault-injection", help="Enable POST /shard/fault (drills, tests).")
     ] = False,
 ) -> None:
-    """Serve one shard over HTTP for a broker (`trawl serve --shards …`).
+    """Serve one shard over HTTP for a broker (`trawl serve --shard-urls …`).
 
     Example: trawl shard serve --index data/index --shard 0 --port 9001
     """
     import uvicorn
 
+    # lazy: FastAPI, tantivy and hnswlib; `trawl --help` stays fast
     from retrieval.remote.shard_http import create_shard_app
 
     application = create_shard_app(

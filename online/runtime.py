@@ -20,7 +20,7 @@ import threading
 import time
 import uuid
 from collections import OrderedDict
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Self
@@ -62,11 +62,13 @@ class ExperimentRuntime:
         *,
         impression_cache: int = 100_000,
         click_dedup_s: float = 10.0,
+        clock: Callable[[], float] = time.monotonic,
     ) -> None:
         self.book = book
         self.logs = logs
         self.cache_size = impression_cache
         self.click_dedup_s = click_dedup_s
+        self._clock = clock
         self._recent: OrderedDict[str, ShownImpression] = OrderedDict()
         self._clicked: OrderedDict[tuple[str, int], tuple[float, str]] = OrderedDict()
         """(impression, position) → (monotonic time, click id) of clicks inside the dedup window."""
@@ -180,7 +182,7 @@ class ExperimentRuntime:
             raise BadClick(
                 f"doc_id={doc_id} was not shown at position {position} of impression {impression_id}."
             )
-        now = time.monotonic()
+        now = self._clock()
         key = (impression_id, position)
         with self._lock:
             while self._clicked and next(iter(self._clicked.values()))[0] < now - self.click_dedup_s:

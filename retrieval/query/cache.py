@@ -10,16 +10,19 @@ from __future__ import annotations
 import threading
 import time
 from collections import OrderedDict
-from collections.abc import Hashable
+from collections.abc import Callable, Hashable
 from typing import Generic, TypeVar
 
 V = TypeVar("V")
 
 
 class TtlLruCache(Generic[V]):
-    def __init__(self, max_entries: int = 2048, ttl_s: float = 60.0) -> None:
+    def __init__(
+        self, max_entries: int = 2048, ttl_s: float = 60.0, clock: Callable[[], float] = time.monotonic
+    ) -> None:
         self.max_entries = max_entries
         self.ttl_s = ttl_s
+        self._clock = clock
         self._data: OrderedDict[Hashable, tuple[float, V]] = OrderedDict()
         self._lock = threading.Lock()
         self.hits = 0
@@ -28,7 +31,7 @@ class TtlLruCache(Generic[V]):
     def get(self, key: Hashable) -> V | None:
         if self.max_entries <= 0:
             return None
-        now = time.monotonic()
+        now = self._clock()
         with self._lock:
             entry = self._data.get(key)
             if entry is None or entry[0] < now:
@@ -44,7 +47,7 @@ class TtlLruCache(Generic[V]):
         if self.max_entries <= 0:
             return
         with self._lock:
-            self._data[key] = (time.monotonic() + self.ttl_s, value)
+            self._data[key] = (self._clock() + self.ttl_s, value)
             self._data.move_to_end(key)
             while len(self._data) > self.max_entries:
                 self._data.popitem(last=False)

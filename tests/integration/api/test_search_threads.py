@@ -26,15 +26,19 @@ def test_no_more_searches_run_at_once_than_search_threads(tmp_path: Path, thread
     with ServerThread(app) as server:
         service = app.state.search
         original = service.search
-        lock = threading.Lock()
+        lock = threading.Condition()
         running = [0, 0]  # now, most
 
         def slow_search(*args: Any, **kwargs: Any) -> Any:
             with lock:
                 running[0] += 1
                 running[1] = max(running[1], running[0])
+                lock.notify_all()
+                # Held until as many searches run as are allowed (however slow the machine),
+                # so that one too many would be seen running too.
+                lock.wait_for(lambda: running[1] >= threads, timeout=10)
             try:
-                time.sleep(0.05)  # long enough for every request to arrive meanwhile
+                time.sleep(0.05)  # room for a (wrong) extra search to start
                 return original(*args, **kwargs)
             finally:
                 with lock:

@@ -80,8 +80,9 @@ def cluster(tmp_path: Path) -> Iterator[str]:
                 os.kill(pid, signal.SIGKILL)
             except ProcessLookupError:
                 pass
-        time.sleep(0.5)
-        left = ray_pids(temp_dir)
+        deadline = time.monotonic() + 30  # killed processes are reaped when the machine gets to it
+        while (left := ray_pids(temp_dir)) and time.monotonic() < deadline:
+            time.sleep(0.1)
         assert not left, f"ray processes left: {left}"
 
 

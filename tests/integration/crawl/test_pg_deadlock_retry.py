@@ -13,7 +13,7 @@ from collections.abc import Callable
 
 import psycopg
 
-from crawl.state.postgres import _retry_on_conflict
+from crawl.state.pg_session import retry_on_conflict
 
 
 def test_the_deadlock_victim_is_run_again_and_both_writes_land(pg_dsn: str) -> None:
@@ -28,7 +28,7 @@ def test_the_deadlock_victim_is_run_again_and_both_writes_land(pg_dsn: str) -> N
     victim_has_row_2 = threading.Event()
     holder_waits = threading.Event()
 
-    @_retry_on_conflict
+    @retry_on_conflict
     def victim() -> None:
         attempts.append(1)
         with psycopg.connect(pg_dsn) as conn:
@@ -53,7 +53,13 @@ def test_the_deadlock_victim_is_run_again_and_both_writes_land(pg_dsn: str) -> N
     for thread in threads:
         thread.start()
     assert victim_has_row_2.wait(10)
-    time.sleep(0.3)  # the holder is now waiting on row 2
+    with psycopg.connect(pg_dsn, autocommit=True) as watch:  # until the holder waits on row 2
+        deadline = time.monotonic() + 10
+        while not watch.execute(
+            "SELECT count(*) FROM pg_stat_activity WHERE wait_event_type = 'Lock' AND query LIKE 'UPDATE t %'"
+        ).fetchone()[0]:  # type: ignore[index]
+            assert time.monotonic() < deadline, "the holder never waited on row 2"
+            time.sleep(0.01)
     holder_waits.set()
     for thread in threads:
         thread.join(20)

@@ -30,6 +30,7 @@ from retrieval.index.docs_source import crawled_documents
 from retrieval.index.incremental import IncrementalIndexer
 from retrieval.index.lexical import LexicalShard
 from retrieval.index.root import IndexRoot
+from retrieval.query.request import SearchRequest
 from retrieval.query.service import SearchService
 from tests.fixtures.crawl.web import HostServer, Site, html_page
 
@@ -161,7 +162,7 @@ def test_changes_reach_search_and_sigkill_loses_nothing(
     changing, server = web
     data, index = tmp_path / "crawl", tmp_path / "index"
     run_args = ("run", server.url("/"), "--data", str(data), "--index", str(index), "--allow-loopback",
-                "--delay", "0", "--poll-s", "0.3", "--compact-every-s", "0")  # fmt: skip
+                "--delay-s", "0", "--poll-s", "0.3", "--compact-every-s", "0")  # fmt: skip
     runner = _trawl(*run_args)
     serve = None
     try:
@@ -224,8 +225,12 @@ def test_changes_reach_search_and_sigkill_loses_nothing(
         build_index(crawled_documents(data), tmp_path / "rebuilt")
         compacted, rebuilt = SearchService.open(index), SearchService.open(tmp_path / "rebuilt")
         for query in ["page", "quokka1x", "filler text", "ember4k", "index"]:
-            left = [(h.doc_id, round(h.score, 4)) for h in compacted.search(query, size=20).hits]
-            right = [(h.doc_id, round(h.score, 4)) for h in rebuilt.search(query, size=20).hits]
+            left = [
+                (h.doc_id, round(h.score, 4)) for h in compacted.search(SearchRequest(query, size=20)).hits
+            ]
+            right = [
+                (h.doc_id, round(h.score, 4)) for h in rebuilt.search(SearchRequest(query, size=20)).hits
+            ]
             assert left == right, query
     finally:
         for proc in (runner, serve):

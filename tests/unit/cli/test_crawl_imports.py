@@ -31,7 +31,7 @@ server = ThreadingHTTPServer(("127.0.0.1", 0), Page)
 threading.Thread(target=server.serve_forever, daemon=True).start()
 from cli.main import app
 seed = f"http://127.0.0.1:{server.server_address[1]}/"
-args = ["crawl", seed, "--data", sys.argv[1], "--allow-loopback", "--delay", "0", "--no-progress", "--json"]
+args = ["crawl", seed, "--data", sys.argv[1], "--allow-loopback", "--delay-s", "0", "--no-progress", "--json"]
 try:
     app(args, standalone_mode=False)
 finally:

@@ -15,11 +15,13 @@ from typing import Any
 import pytest
 
 from crawl.frontier.interface import FrontierApi
+from crawl.frontier.leases import Feedback, Lease
 from crawl.frontier.postgres import PgFrontier
 from crawl.frontier.seen import SeenUrls
-from crawl.frontier.sqlite import Feedback, Frontier, Lease
+from crawl.frontier.sqlite import Frontier
 from crawl.state.postgres import PgCrawlDb
-from crawl.state.sqlite import CrawlDb, NewUrl, Outcome, UrlStatus, UrlUpdate
+from crawl.state.records import NewUrl, Outcome, UrlStatus, UrlUpdate
+from crawl.state.sqlite import CrawlDb
 
 
 def _frontier(db: CrawlDb | PgCrawlDb, **kw: float) -> FrontierApi:
@@ -44,8 +46,10 @@ def db(crawl_store: Callable[[], Any]) -> CrawlDb | PgCrawlDb:
 
 
 def test_one_host_at_a_time_and_min_delay(db: CrawlDb) -> None:
+    """A delay long enough that "not delayed" and "delayed" cannot be confused on a loaded machine."""
+
     async def scenario() -> list[tuple[str, float]]:
-        frontier = _frontier(db)
+        frontier = _frontier(db, min_delay_s=2.0)
         for url in ("http://a/1", "http://a/2", "http://b/1"):
             _add(frontier, url)
         assert not _add(frontier, "http://a/1")  # seen
@@ -69,8 +73,8 @@ def test_one_host_at_a_time_and_min_delay(db: CrawlDb) -> None:
 
     order = asyncio.run(scenario())
     assert [u for u, _ in order] == ["http://a/1", "http://b/1", "http://a/2"]
-    assert order[1][1] < 0.05  # another host is not delayed
-    assert order[2][1] >= 0.19  # same host waits min_delay after the response
+    assert order[1][1] < 1.0  # another host is not delayed
+    assert order[2][1] >= 1.99  # same host waits min_delay after the response
 
 
 def test_priority_orders_urls_within_a_host(db: CrawlDb) -> None:
@@ -105,7 +109,8 @@ def test_errors_back_off_exponentially_and_retry_after_wins(db: CrawlDb) -> None
         return gaps
 
     gaps = asyncio.run(scenario())
-    assert 0.29 <= gaps[0] < 0.45 and 0.59 <= gaps[1] < 0.8 and 1.19 <= gaps[2] < 1.5, gaps
+    # Each wait is at least its backoff step and short of the next one (twice as long).
+    assert 0.29 <= gaps[0] < 0.6 and 0.59 <= gaps[1] < 1.2 and 1.19 <= gaps[2] < 2.4, gaps
 
 
 def test_retry_requeues_and_page_budget_stops(db: CrawlDb) -> None:
@@ -248,7 +253,7 @@ def test_a_host_that_stays_busy_is_not_lent(db: CrawlDb) -> None:
         return lent, waited, other
 
     lent, waited, other = asyncio.run(scenario())
-    assert not lent and 0.28 <= waited < 1.0
+    assert not lent and 0.28 <= waited < 5.0  # gave up after wait_s, not never
     assert other
 
 
@@ -328,7 +333,8 @@ def test_a_borrower_is_not_starved_by_the_hosts_own_urls(db: CrawlDb) -> None:
                 frontier.finish(lease, _done(lease), Feedback(response_s=0.05))
 
         task = asyncio.ensure_future(worker())
-        await asyncio.sleep(0.1)  # a/0 is out
+        while not fetched:  # a/0 is out
+            await asyncio.sleep(0.01)
         started = time.monotonic()
         lent = await frontier.borrow_host("a", wait_s=3.0)
         waited = time.monotonic() - started
@@ -341,8 +347,9 @@ def test_a_borrower_is_not_starved_by_the_hosts_own_urls(db: CrawlDb) -> None:
         return lent, waited, during, while_lent, len(fetched)
 
     lent, waited, during, while_lent, total = asyncio.run(scenario())
-    assert lent and waited < 1.0, waited  # one URL's fetch and min_delay, not a race lost over and over
-    assert during == 1 and while_lent == 1  # nothing of the host was leased meanwhile
+    assert lent, waited
+    assert during == 1  # one URL's fetch and min_delay, not a race lost over and over
+    assert while_lent == 1  # nothing of the host was leased meanwhile
     assert total == 8  # and its URLs were all fetched after the loan
 
 
@@ -361,4 +368,4 @@ def test_a_stopping_frontier_lends_nothing(db: CrawlDb) -> None:
         return lent, time.monotonic() - stopped
 
     lent, after = asyncio.run(scenario())
-    assert not lent and after < 1.0  # Ctrl-C does not wait for the loan
+    assert not lent and after < 4.0  # Ctrl-C does not wait out the 5 s loan

@@ -6,16 +6,17 @@ from __future__ import annotations
 
 import asyncio
 import time
+from collections.abc import Callable
 from typing import Any
 
 import pytest
 
-from crawl.frontier import postgres as frontier_postgres
+from crawl.frontier import pg_pump
+from crawl.frontier.leases import Feedback, Lease
 from crawl.frontier.postgres import PgFrontier
 from crawl.frontier.seen import SeenUrls
-from crawl.frontier.sqlite import Feedback, Lease
 from crawl.state.postgres import PgCrawlDb
-from crawl.state.sqlite import NewUrl, Outcome, UrlStatus, UrlUpdate
+from crawl.state.records import NewUrl, Outcome, UrlStatus, UrlUpdate
 
 
 class _CountingDb(PgCrawlDb):
@@ -28,6 +29,14 @@ class _CountingDb(PgCrawlDb):
         if kw["n"]:
             self.rounds.append((kw["n"], len({r["host"] for r in rows}), len(rows)))
         return rows
+
+
+async def _until(condition: Callable[[], bool], timeout_s: float = 10.0) -> None:
+    """Wait for ``condition`` however loaded the machine is; fail after ``timeout_s``."""
+    deadline = time.monotonic() + timeout_s
+    while not condition():
+        assert time.monotonic() < deadline, "condition not met in time"
+        await asyncio.sleep(0.01)
 
 
 def _done(lease: Lease) -> UrlUpdate:
@@ -56,7 +65,8 @@ def test_waiting_callers_share_a_round_and_get_one_url_per_host(pg_dsn: str) -> 
         callers = [asyncio.ensure_future(frontier.lease()) for _ in range(7)]
         waves: list[list[str]] = []
         for _ in range(2):
-            await asyncio.sleep(0.3)
+            await _until(lambda cs=callers: sum(c.done() for c in cs) >= 3)  # one URL per host
+            await asyncio.sleep(0.05)  # room for a (wrong) fourth lease to show
             wave = [c.result() for c in callers if c.done() and c.result() is not None]
             callers = [c for c in callers if not c.done()]
             assert all(lease is not None for lease in wave)
@@ -129,14 +139,20 @@ def test_a_stop_gives_a_kept_hosts_urls_back_at_once_and_keeps_its_delay(pg_dsn:
             response_time_factor=0.0,
         )
         await _first_of_three(stopping)  # kept: its next URL is due in 2 s
-        finished = time.monotonic()
+        finished, finished_wall = time.monotonic(), time.time()
         stopping.stop()
         assert await stopping.lease() is None
-        await asyncio.sleep(0.3)  # the stopping pump's round gives the kept host back
-        stopping.commit()
+
+        def given_back() -> bool:  # the stopping pump's round gives the kept host back
+            stopping.commit()
+            return second_db.idle("b")[0]
+
+        await _until(given_back)
+        seen_at = time.time()
         pending, others, ready_at = second_db.idle("b")
-        assert (pending, others) == (True, False)  # back at once, not when the delay is over
-        assert ready_at is not None and ready_at >= time.time() + 1.0  # with the host's delay
+        assert (pending, others) == (True, False)
+        assert ready_at is not None and ready_at >= finished_wall + 1.9  # with the host's delay
+        assert seen_at < ready_at  # back at once, not when the delay is over
         other = PgFrontier(
             second_db,
             SeenUrls(second_db, capacity=100),
@@ -215,7 +231,7 @@ def test_callers_left_without_a_host_do_not_each_run_a_round(
 
     The pump's timed round (due at most 0.25 s after the last) is pushed out of the test's
     reach, so only the callers and the new URL can cause a round, however slow the machine."""
-    monkeypatch.setattr(frontier_postgres, "wait_hint", lambda ready_at, now: 60.0)
+    monkeypatch.setattr(pg_pump, "wait_hint", lambda ready_at, now: 60.0)
     holder_db, db = PgCrawlDb(pg_dsn), _CountingDb(pg_dsn)
     db.rounds = []
 
@@ -223,10 +239,8 @@ def test_callers_left_without_a_host_do_not_each_run_a_round(
         holder = await _held_by_another_worker(holder_db, "a")
         idle = _worker(db, "idle")
         callers = [asyncio.ensure_future(idle.lease()) for _ in range(2)]
-        deadline = time.monotonic() + 5
-        while not db.rounds and time.monotonic() < deadline:
-            await asyncio.sleep(0.005)
-        assert db.rounds and all(got == 0 for _, got, _ in db.rounds)
+        await _until(lambda: bool(db.rounds))
+        assert all(got == 0 for _, got, _ in db.rounds)
         asked = len(db.rounds)
         callers += [asyncio.ensure_future(idle.lease()) for _ in range(3)]
         await asyncio.sleep(0.1)  # room for a (wrong) round per caller; no timed round is due

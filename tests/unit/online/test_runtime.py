@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import re
-import time
 from pathlib import Path
 
 import pytest
@@ -48,8 +47,12 @@ def test_a_restarted_runtime_accepts_clicks_on_earlier_impressions(tmp_path: Pat
 
 
 def test_the_same_click_twice_within_the_window_is_logged_once(tmp_path: Path) -> None:
+    now = [100.0]
     rt = ExperimentRuntime(
-        ExperimentBook({}), ExperimentLogs(tmp_path, flush_interval_s=None), click_dedup_s=0.3
+        ExperimentBook({}),
+        ExperimentLogs(tmp_path, flush_interval_s=None),
+        click_dedup_s=0.3,
+        clock=lambda: now[0],
     )
     imp = rt.record_impression(query="q", doc_ids=[7, 8])
     first = rt.click(impression_id=imp, doc_id=7, position=1)
@@ -57,7 +60,7 @@ def test_the_same_click_twice_within_the_window_is_logged_once(tmp_path: Path) -
     other = rt.click(impression_id=imp, doc_id=8, position=2)
     assert not first.duplicate and again == type(first)(first.click_id, duplicate=True)
     assert not other.duplicate
-    time.sleep(0.35)
+    now[0] += 0.35
     later = rt.click(impression_id=imp, doc_id=7, position=1)
     assert not later.duplicate and later.click_id != first.click_id
     rt.close()

@@ -2,7 +2,6 @@ from __future__ import annotations
 
 import base64
 import json
-import time
 from pathlib import Path
 
 import pytest
@@ -14,15 +13,18 @@ from retrieval.query.cursor import Cursor, CursorCodec, load_or_create_key
 
 
 def test_cache_is_lru_and_expires() -> None:
-    cache: TtlLruCache[str] = TtlLruCache(max_entries=2, ttl_s=0.05)
+    now = [100.0]
+    cache: TtlLruCache[str] = TtlLruCache(max_entries=2, ttl_s=0.05, clock=lambda: now[0])
     cache.put("a", "A")
     cache.put("b", "B")
     assert cache.get("a") == "A"  # a is now the most recent
     cache.put("c", "C")
     assert (cache.get("b"), cache.get("a"), cache.get("c")) == (None, "A", "C")
-    time.sleep(0.06)
+    now[0] += 0.049
+    assert cache.get("c") == "C"  # not yet expired
+    now[0] += 0.002
     assert cache.get("a") is None
-    assert (cache.hits, cache.misses) == (3, 2)
+    assert (cache.hits, cache.misses) == (4, 2)
 
 
 def codec(secret: bytes = b"k" * 32) -> CursorCodec:
