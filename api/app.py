@@ -25,10 +25,12 @@ from api import metrics
 from api.deps import search_limiter
 from api.docs import install_docs
 from api.errors import register_error_handlers
+from api.experiments import check_rankers, open_experiments
 from api.protection import ProtectionMiddleware
 from api.routes import admin, crawl, documents, experiments, health, indexnow, search, web
 from core.settings import Settings
 from retrieval.query.service import SearchService
+from retrieval.remote.shard_http import connect_shards
 
 logger = logging.getLogger(__name__)
 
@@ -37,10 +39,9 @@ def open_search_service(settings: Settings, index_dir: Path, *, remote: Any = No
     """The search service over ``index_dir`` (or ``remote`` shards), with every ranker it can serve.
 
     One implementation, :func:`rerank.pipeline.open_search_service`, shared with ``trawl
-    eval`` so offline figures come from the served path; imported here when a service
-    opens, so importing the app does not load LightGBM.
+    eval`` so offline figures come from the served path.
     """
-    from rerank.pipeline import open_search_service as open_served
+    from rerank.pipeline import open_search_service as open_served  # lazy: LightGBM loads with it
 
     return open_served(settings, index_dir, remote=remote)
 
@@ -52,8 +53,6 @@ def create_app(settings: Settings, *, index_dir: Path, shard_urls: str | None = 
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
         remote: Any = None
         if shard_urls:
-            from retrieval.remote.shard_http import connect_shards
-
             remote = connect_shards(shard_urls, timeout_s=settings.search.deadline_s * 2)
         service = open_search_service(settings, index_dir, remote=remote)
         service.warm(service.generation)  # ready only once a first query costs what later ones do
@@ -68,9 +67,9 @@ def create_app(settings: Settings, *, index_dir: Path, shard_urls: str | None = 
         app.state.search = service
         app.state.search_limiter = search_limiter(settings)
         app.state.index_dir = Path(index_dir)
-        app.state.experiments = experiments.open_experiments(settings)
+        app.state.experiments = open_experiments(settings)
         try:
-            experiments.check_rankers(app.state.experiments.book, service.stages)
+            check_rankers(app.state.experiments.book, service.stages)
         except Exception:
             app.state.experiments.close()
             service.close()

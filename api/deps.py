@@ -13,9 +13,8 @@ from fastapi import Depends, Request
 from core.settings import Settings
 from retrieval.query.service import SearchService
 
-# ``async def``: FastAPI runs a plain ``def`` dependency in its thread pool, a thread hop
-# per request (an eighth of the event loop's time per search, profiled) for reading an
-# attribute.
+# ``async def``: FastAPI runs a plain ``def`` dependency in its thread pool, and a thread
+# hop per request costs the event loop far more than reading an attribute.
 
 
 async def get_search(request: Request) -> SearchService:

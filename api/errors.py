@@ -18,6 +18,7 @@ from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
+from api.openapi import install
 from core.errors import (
     AdminDisabled,
     AdminKeyRejected,
@@ -98,8 +99,6 @@ async def _http_error(request: Request, exc: Exception) -> JSONResponse:
 
 def register_error_handlers(app: FastAPI) -> None:
     """The handlers, and the OpenAPI document's account of what they answer (``api.openapi``)."""
-    from api.openapi import install
-
     install(app)
     for error in HTTP_ERRORS:
         app.add_exception_handler(error, _trawl_error)

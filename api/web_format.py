@@ -68,7 +68,7 @@ _HIDDEN = frozenset({"host", "bytes_total"})
 
 
 def timestamp(seconds: float) -> str:
-    """``2026-12-01 09:12:13 UTC``."""
+    """``YYYY-MM-DD hh:mm:ss UTC``."""
     return time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime(seconds))
 
 

@@ -43,7 +43,8 @@ from core.docstore import DocStore  # noqa: E402
 from retrieval.index.freshness import FreshnessLog, percentile  # noqa: E402
 from retrieval.index.incremental import IncrementalIndexer  # noqa: E402
 from retrieval.index.layout import freshness_file  # noqa: E402
-from retrieval.index.manifest import IndexRoot  # noqa: E402
+from retrieval.index.root import IndexRoot  # noqa: E402
+from retrieval.query.request import SearchRequest
 from retrieval.query.service import SearchService  # noqa: E402
 from tests.fixtures.crawl.web import HostServer, Site, html_page, prose  # noqa: E402
 
@@ -167,7 +168,7 @@ def main() -> None:
                 q = " ".join(rng.sample(FILLER, 2))
                 t = time.perf_counter()
                 try:
-                    service.search(q, size=10, snippets=False)
+                    service.search(SearchRequest(q, size=10, snippets=False))
                     searches.append(time.perf_counter() - t)
                 except Exception as exc:  # a failed search is a result of the benchmark
                     errors.append(repr(exc))
@@ -199,7 +200,7 @@ def main() -> None:
                     lags.append(seen[1] - at)
                     if len(lags) % 10 == 0:
                         sampled += 1
-                        hits = service.search(token, size=5, snippets=False).hits
+                        hits = service.search(SearchRequest(token, size=5, snippets=False)).hits
                         found += any(h.url == url for h in hits) or changing.token(i) != token
                 else:
                     still.append((i, url, token, at))

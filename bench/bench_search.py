@@ -28,6 +28,7 @@ from core.errors import QueryError
 from core.settings import SearchSettings
 from retrieval.index.build import build_index
 from retrieval.index.layout import lexical_dir
+from retrieval.query.request import SearchRequest
 from retrieval.query.service import SearchService
 from retrieval.text.tokenizer import analyzed_text
 from training.datasets import BeirDataset
@@ -80,7 +81,7 @@ def main() -> None:
     def run_trawl_no_snippets(raw: str) -> int:
         """Trawl's retrieval alone: analyzer, query build, search, stored documents."""
         try:
-            result = shard.search(service.parse(raw), k=10)
+            result = shard.search(service.parse(SearchRequest(raw)), k=10)
         except QueryError:
             return 0
         for address in result.addresses:
@@ -89,7 +90,7 @@ def main() -> None:
 
     def run_trawl(raw: str) -> int:
         try:
-            return len(service.search(raw, size=10).hits)
+            return len(service.search(SearchRequest(raw, size=10)).hits)
         except QueryError:
             return 0
 

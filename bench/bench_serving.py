@@ -37,8 +37,10 @@ import httpx
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
+from bench.results_file import record_run  # noqa: E402
 from core.settings import Settings  # noqa: E402
-from retrieval.index.manifest import IndexRoot, resolve_index  # noqa: E402
+from retrieval.index.root import IndexRoot, resolve_index  # noqa: E402
+from retrieval.query.request import SearchRequest  # noqa: E402
 from training.datasets import BeirDataset  # noqa: E402
 
 EVAL = REPO.parent / "shared" / "data" / "eval"
@@ -294,8 +296,9 @@ def stage_breakdown(root: Path, qs: list[str], ranker: str, n: int, *, forward: 
     broker from fetched stored text (the path before the forward index).
     """
     import rerank.ltr
-    import retrieval.query.broker
-    import retrieval.query.service
+    import retrieval.query.results
+    import retrieval.query.retriever
+    import retrieval.query.shard_backend
     from rerank.pipeline import open_search_service
 
     os.environ["TRAWL_EMBED__QUERY_CACHE_SIZE"] = "0"
@@ -318,16 +321,20 @@ def stage_breakdown(root: Path, qs: list[str], ranker: str, n: int, *, forward: 
         for replicas in broker.shards:
             replicas[0].lexical.forward = None  # type: ignore[attr-defined]
     patches = [
-        (retrieval.query.broker, "shard_features"),
+        (retrieval.query.shard_backend, "shard_features"),
         (rerank.ltr, "compute_features"),
-        (retrieval.query.service, "make_snippet"),
+        (retrieval.query.results, "make_snippet"),
         (rerank.ltr.LtrModel, "score"),
+        # Stored documents, fetched for a stage (LTR's text) and for the page's hits.
+        (retrieval.query.retriever, "fetch_stored"),
+        (retrieval.query.results, "fetch_stored"),
     ]
     names = {
         "shard_features": "shard features",
         "compute_features": "features",
         "make_snippet": "snippets",
         "score": "LightGBM",
+        "fetch_stored": "fetch",
     }
     saved = [(m, a, getattr(m, a)) for m, a in patches]
     for module, attr in patches:
@@ -335,16 +342,15 @@ def stage_breakdown(root: Path, qs: list[str], ranker: str, n: int, *, forward: 
     if service.encoder is not None:
         service.encoder = timed("encode", service.encoder)
     broker.gather = timed("shard candidates", broker.gather)  # type: ignore[method-assign]
-    service._fetch = timed("fetch", service._fetch)  # type: ignore[method-assign]
     total = 0.0
     try:
         for q in qs[:20]:
-            service.search(q, ranker=ranker)
+            service.search(SearchRequest(q, ranker=ranker))
         for key in spent:
             spent[key] = 0.0
         for q in qs[:n]:
             t0 = time.perf_counter()
-            service.search(q, ranker=ranker)
+            service.search(SearchRequest(q, ranker=ranker))
             total += time.perf_counter() - t0
     finally:
         for module, attr, fn in saved:
@@ -480,7 +486,7 @@ def write_report(
             cells.append(str(value.get("generator_cpu", "in-process threads")))
             lines.append("| " + " | ".join(cells) + " |")
     text = (
-        f"# Serving benchmark\n\n{args.docs:,} documents, {args.shards} shards, "
+        f"{args.docs:,} documents, {args.shards} shards, "
         f"{args.duration:.0f} s per run, {args.workers} worker(s); `python bench/bench_serving.py`\n\n"
         f"Generator: {results['generator']}. Query-vector cache off unless the row says cached.\n\n"
         + "\n".join(lines)
@@ -492,11 +498,12 @@ def write_report(
         for key, value in stages.items():
             rows.append("| " + key + " | " + " | ".join(str(value[s]) for s in (*STAGES, "total")) + " |")
         text += (
-            f"\n## Per stage at 1 client, in-process, mean ms over {args.stage_queries} queries\n\n"
+            f"\n### Per stage at 1 client, in-process, mean ms over {args.stage_queries} queries\n\n"
             + "\n".join(rows)
             + "\n\nframework (HTTP, uvicorn, FastAPI) = the @1 HTTP mean minus the in-process total.\n"
         )
-    (REPO / "bench" / "results" / args.out).write_text(text)
+    title = time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime())
+    record_run(REPO / "bench" / "results" / args.out, title, text, intro="# Serving benchmark\n")
 
 
 if __name__ == "__main__":

@@ -31,6 +31,7 @@ from core.settings import Settings
 from rerank.pipeline import open_search_service
 from retrieval.index import layout
 from retrieval.index.root import resolve_index
+from retrieval.query.request import SearchRequest
 from retrieval.text.tokenizer import analyzed_text
 
 ROOT = Path(__file__).resolve().parents[1] / "data" / "bench" / "serving-10000-2"
@@ -46,7 +47,7 @@ service.encoder = lambda text: vecs[text] if text in vecs else enc(text)
 pos_text = {}
 for q in qs:
     try:
-        pos_text[service.parse(q).positive_text] = vecs[q]
+        pos_text[service.parse(SearchRequest(q)).positive_text] = vecs[q]
     except Exception:
         pass
 service.encoder = lambda text: pos_text.get(text) if text in pos_text else enc(text)
@@ -77,7 +78,7 @@ def run_bare(q, hybrid):
 
 def run(q, ranker):
     try:
-        service.search(q, ranker=ranker)
+        service.search(SearchRequest(q, ranker=ranker))
     except Exception as e:
         print("ERR", e)
 
@@ -113,9 +114,9 @@ if mode == "profile":
             ("union + per-field BM25", [("union", "hybrid.py")]),
             ("  of which field_scores", [("field_scores", "lexical.py")]),
             ("exact cosine", [("similarity", "vector.py")]),
-            ("shard features", [("shard_features", "forward.py")]),
+            ("shard features", [("shard_features", "forward_features.py")]),
             ("merge_shards", [("merge_shards", "hybrid.py")]),
-            ("broker features merge", [("merge", "forward.py")]),
+            ("broker features merge", [("merge", "forward_features.py")]),
             ("stage rank (all)", [("rank", "ranking.py"), ("rank", "ltr.py")]),
             ("  features (broker)", [("compute_features", "features.py")]),
             ("  LightGBM", [("score", "ltr.py")]),

@@ -40,6 +40,7 @@ def from_crawl_command(
 
     Example: trawl dataset from-crawl --data data/demo/crawl --out data/eval-crawl/pydocs
     """
+    # lazy: loads polars; `trawl --help` stays fast
     from training.crawl_dataset import build_crawl_dataset
 
     with console.status("deriving queries…"):
@@ -68,8 +69,9 @@ def title_only_command(
 ) -> None:
     """A copy of a collection with the body of half its documents dropped (seeded).
 
-    Example: trawl dataset title-only --dataset ../shared/data/eval/cisi --out data/eval/cisi-title --seed 0
+    Example: trawl dataset title-only --dataset data/eval/cisi --out data/eval/cisi-title --seed 0
     """
+    # lazy: crawl workers import this module, and no training code (tests/unit/cli/test_crawl_imports.py)
     from training.title_only import title_only_variant
 
     report = title_only_variant(dataset, out, seed=seed)

@@ -1,19 +1,16 @@
 """``trawl demo``: serve a real website on loopback, crawl it, index it, and serve the whole engine.
 
-The site is Debian's ``python3.11-doc`` (``/usr/share/doc/python3.11/html``, ~530
-pages), served by a static file server on 127.0.0.1 so the crawl goes over real HTTP
-through the whole crawler (robots, frontier, fetcher, extraction, dedup, docstore).
-Loopback is refused by the address guard unless a crawl allows loopback addresses; the
-demo does, for its own server only, and drops the politeness delay for it because it
-is our own process on our own machine.
+The site is Debian's ``python3.11-doc`` (``/usr/share/doc/python3.11/html``), served by a
+static file server on 127.0.0.1 so the crawl goes over real HTTP through the whole crawler.
+Loopback is refused by the address guard unless a crawl allows it; the demo does, for its
+own server only, and drops the politeness delay for it (our own process on our machine).
 
-Search answers with BM25 as soon as the index is built. The embeddings backfill then
-runs in a child process (a thread would share the serving process's interpreter on 2
-cores), niced so queries keep their CPU, with a progress bar in the terminal and a
-progress file the service shows on ``/healthz`` and the home page. When it has
-published a generation with vectors, this process loads the query encoder for them and
-refreshes the service's generation set: it warms the new generation and switches to
-the default ranker for vectors, without a restart.
+Search answers with BM25 as soon as the index is built. The embeddings backfill then runs in
+a niced child process (a thread would share the serving process's interpreter), with a
+progress bar here and a progress file the service shows on ``/healthz`` and the home page.
+When it has published a generation with vectors, this process loads the query encoder for
+them and refreshes the service's generation set: it warms the new generation and switches
+to the default ranker for vectors, without a restart.
 """
 
 from __future__ import annotations
@@ -33,11 +30,13 @@ import typer
 from rich.console import Console
 
 from cli.crawl import _human_bytes
+from cli.embed import passage_progress
+from core.settings import Settings
+from crawl.run.loop import Crawler
 
 if TYPE_CHECKING:
     from fastapi import FastAPI
 
-    from core.settings import Settings
     from crawl.run.counters import CrawlSummary
 
 console = Console(stderr=True)
@@ -112,12 +111,11 @@ def _background_backfill(root: str, threads: int, parent: int | None = None) -> 
     if parent is not None:
         _die_with(parent)
     os.nice(10)  # queries first: the scheduler gives the serving process the CPU it asks for
-    from cli.embed import passage_progress
-    from core.settings import Settings
+    # lazy: retrieval code (tantivy, hnswlib) loads in this child only, never in a crawl worker
     from retrieval.index.root import IndexRoot
-    from retrieval.vectors.backfill import backfill_new_generation, collect_garbage
-    from retrieval.vectors.backfill_progress import ProgressFile
-    from retrieval.vectors.embed import Embedder
+    from retrieval.vectors.backfill import backfill_new_generation, collect_garbage  # lazy: as above
+    from retrieval.vectors.backfill_progress import ProgressFile  # lazy: as above
+    from retrieval.vectors.embed import Embedder  # lazy: as above
 
     settings = Settings()
     embed = settings.embed.model_copy(update={"torch_threads": threads})
@@ -164,8 +162,9 @@ def _switch_when_embedded(
             f"[red]the embeddings backfill failed (exit {child.exitcode})[/red]; still serving BM25"
         )
         return
+    # lazy: crawl workers import this module, and no retrieval code (tests/unit/cli/test_crawl_imports.py)
     from retrieval.vectors.backfill_progress import read_progress
-    from retrieval.vectors.embed import Embedder
+    from retrieval.vectors.embed import Embedder  # lazy: as above
 
     service = application.state.search
     progress = read_progress(root)
@@ -222,12 +221,11 @@ def demo_command(
         )
     import uvicorn
 
+    # lazy: FastAPI, tantivy, hnswlib, polars and scipy; `trawl --help` stays fast
     from api.app import create_app
-    from core.settings import Settings
-    from crawl.run.loop import Crawler
-    from retrieval.index.docs_source import crawled_documents
-    from retrieval.index.root import IndexRoot
-    from training.pagerank import crawl_pagerank
+    from retrieval.index.docs_source import crawled_documents  # lazy: as above
+    from retrieval.index.root import IndexRoot  # lazy: as above
+    from training.pagerank import crawl_pagerank  # lazy: as above
 
     settings = Settings()
     settings = settings.model_copy(

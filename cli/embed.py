@@ -23,6 +23,7 @@ from rich.progress import (
 from rich.text import Text
 
 from cli.engine import EngineOption, RayAddressOption, crawl_documents, job_engine
+from cli.index import run_crawl_pagerank
 from core.jobs import JobEngine
 from core.settings import Settings
 
@@ -130,28 +131,29 @@ def _embed(
     shards: int,
     chunk_docs: int | None,
 ) -> None:
+    # lazy: retrieval code (tantivy, hnswlib); `trawl --help` and crawl workers stay light
     from retrieval.index.root import IndexRoot, resolve_index
-    from retrieval.vectors.backfill import backfill_index, collect_garbage
-    from retrieval.vectors.embed import Embedder
+    from retrieval.vectors.backfill import backfill_index, collect_garbage  # lazy: as above
+    from retrieval.vectors.embed import Embedder  # lazy: as above
 
     root: IndexRoot | None = None
     generation = ""
     if beir is not None:
         if data is not None:
             raise typer.BadParameter("--data goes with --index ROOT, not --beir")
+        # lazy: training code (tantivy); `trawl --help` and crawl workers stay light
         from training.datasets import BeirDataset
-        from training.evaluate import cached_index
+        from training.eval_index import cached_index  # lazy: as above
 
         target, _ = cached_index(BeirDataset.open(beir), settings)
     elif data is not None:
-        from cli.index import run_crawl_pagerank
-
         assert index is not None
         root = IndexRoot(index)
         run_crawl_pagerank(data, job.is_ray, settings)
         with console.status("indexing…") as status:
             progress = lambda n: status.update(f"indexing… {n:,} documents")  # noqa: E731
             if job.is_ray:
+                # lazy: loads tantivy and hnswlib; `trawl --help` stays fast
                 from retrieval.batch.ray_jobs import ray_build_generation
 
                 generation = ray_build_generation(
@@ -176,6 +178,7 @@ def _embed(
     console.print(f"model {model} → {target} on {job.engine}")
     encode = None
     if job.is_ray:
+        # lazy: loads tantivy and hnswlib; `trawl --help` stays fast
         from retrieval.batch.ray_jobs import ray_encoder
 
         encode = ray_encoder(
@@ -205,6 +208,7 @@ def embed_gc(index: Annotated[Path, typer.Option("--index", help="Index root (or
 
     Example: trawl embed gc --index data/index
     """
+    # lazy: loads tantivy and hnswlib; `trawl --help` stays fast
     from retrieval.vectors.backfill import collect_garbage
 
     reports = collect_garbage(index)

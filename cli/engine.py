@@ -34,6 +34,7 @@ def job_engine(settings: Settings, engine: str | None, address: str | None) -> J
 
 def beir_documents(path: Path) -> Iterator[Document]:
     """A BEIR corpus's documents (module level, so a Ray shard task can call it by name)."""
+    # lazy: crawl workers import this module, and no training code (tests/unit/cli/test_crawl_imports.py)
     from training.datasets import BeirDataset
 
     return BeirDataset.open(path).iter_documents()
@@ -41,6 +42,7 @@ def beir_documents(path: Path) -> Iterator[Document]:
 
 def crawl_documents(path: Path) -> Iterator[Document]:
     """A crawl docstore's documents (module level, so a Ray shard task can call it by name)."""
+    # lazy: loads polars; `trawl --help` stays fast
     from retrieval.index.docs_source import crawled_documents
 
     return crawled_documents(path)

@@ -47,8 +47,9 @@ def eval_command(
     --sample N scores a deterministic sample of N queries, stratified by their kind.
     --transfer with --train-with measures a model trained on other collections only.
 
-    Example: trawl eval --dataset ../shared/data/eval/cisi --ranker bm25 --json
+    Example: trawl eval --dataset data/eval/cisi --ranker bm25 --json
     """
+    # lazy: loads tantivy; `trawl --help` stays fast
     from training.evaluate import evaluate
 
     options = {"model": str(model)} if model else {}

@@ -11,12 +11,13 @@ import typer
 from rich.console import Console
 
 from core.settings import Settings
+from online.book import ExperimentBook
 
 experiment_app = typer.Typer(
     name="experiment",
     help=(
         "A/B ranking experiments: compare offline, report online, simulate clicks.\n\n"
-        "Example: trawl experiment compare --a bm25 --b hybrid --dataset ../shared/data/eval/cranfield"
+        "Example: trawl experiment compare --a bm25 --b hybrid --dataset data/eval/cranfield"
     ),
     no_args_is_help=True,
 )
@@ -55,9 +56,10 @@ def compare_command(
     own tests. With several metrics, --json prints {"metrics": {metric: comparison}} and
     --out writes one report per metric in a subfolder named after it.
 
-    Example: trawl experiment compare --a bm25 --b hybrid --dataset ../shared/data/eval/cranfield
-    --dataset ../shared/data/eval/cisi --metric ndcg@10 --metric mrr@10 --json --out reports/
+    Example: trawl experiment compare --a bm25 --b hybrid --dataset data/eval/cranfield
+    --dataset data/eval/cisi --metric ndcg@10 --metric mrr@10 --json --out reports/
     """
+    # lazy: loads tantivy and scipy; `trawl --help` stays fast
     from training.experiments.offline import compare_metrics, write_markdown
 
     metrics = metric or ["ndcg@10"]
@@ -109,8 +111,10 @@ def report_command(
 
     Example: trawl experiment report title-boost --json
     """
-    from online.book import ExperimentBook
+    # lazy: loads pyarrow; `trawl --help` stays fast
     from online.logs import resolve_log_dir
+
+    # lazy: loads polars and scipy; `trawl --help` stays fast
     from training.experiments.analysis import report
 
     settings = Settings()
@@ -139,8 +143,9 @@ def simulate_command(
 ) -> None:
     """Size an experiment: impressions needed for p < 0.05 by interleaving vs A/B under a cascade click model.
 
-    Example: trawl experiment simulate --a bm25 --b hybrid --dataset ../shared/data/eval/cranfield --json
+    Example: trawl experiment simulate --a bm25 --b hybrid --dataset data/eval/cranfield --json
     """
+    # lazy: loads tantivy and scipy; `trawl --help` stays fast
     from training.experiments.simulator import PRESETS, pooled_runs, size_experiment
 
     if model not in PRESETS:

@@ -48,12 +48,13 @@ def index_command(
     With --engine ray each shard is built by its own Ray task (and a crawl's PageRank runs
     on Ray too); the generation appears only when every shard succeeded.
 
-    Example: trawl index --beir ../shared/data/eval/cranfield --index data/cranfield-index --shards 2
+    Example: trawl index --beir data/eval/cranfield --index data/cranfield-index --shards 2
     Example: trawl index --data data/crawl --index data/index --shards 8 --engine ray --ray-address auto
     Then: trawl index list --index data/cranfield-index · trawl index rollback --index data/cranfield-index
     """
     if ctx.invoked_subcommand is not None:
         return
+    # lazy: loads tantivy; `trawl --help` stays fast
     from retrieval.index.root import IndexRoot
 
     if index is None:
@@ -76,6 +77,7 @@ def index_command(
         with console.status(f"indexing ({job.engine})…") as status:
             progress = lambda n: status.update(f"indexing ({job.engine})… {n:,} documents")  # noqa: E731
             if job.is_ray:
+                # lazy: loads tantivy and hnswlib; `trawl --help` stays fast
                 from retrieval.batch.ray_jobs import ray_build_generation
 
                 generation = ray_build_generation(
@@ -96,11 +98,13 @@ def index_command(
 def run_crawl_pagerank(data: Path, on_ray: bool, settings: Settings) -> CrawlPageRank | None:
     """The crawl's link-graph job (page and host PageRank beside the docstore), here or on the
     connected Ray; None when the crawl has no links."""
+    # lazy: loads polars and scipy; `trawl --help` stays fast
     from training.pagerank import crawl_pagerank
 
     with console.status("PageRank…") as status:
         rank = None
         if on_ray:
+            # lazy: loads polars and scipy; `trawl --help` stays fast
             from training.ray_training import ray_rank
 
             rank = ray_rank(
@@ -118,6 +122,7 @@ def index_list(index: Annotated[Path, typer.Option("--index", help="Index root."
 
     Example: trawl index list --index data/index
     """
+    # lazy: loads tantivy; `trawl --help` stays fast
     from retrieval.index.root import IndexRoot
 
     if not index.is_dir():  # an empty table for a mistyped path read as "no generations yet"
@@ -150,6 +155,7 @@ def index_publish(
 
     Example: trawl index publish g20261130T114100-a1b2c3 --index data/index
     """
+    # lazy: loads tantivy; `trawl --help` stays fast
     from retrieval.index.root import IndexRoot
 
     IndexRoot(index).publish(generation)
@@ -162,6 +168,7 @@ def index_rollback(index: Annotated[Path, typer.Option("--index", help="Index ro
 
     Example: trawl index rollback --index data/index
     """
+    # lazy: loads tantivy; `trawl --help` stays fast
     from retrieval.index.root import IndexRoot
 
     console.print(f"rolled back to {IndexRoot(index).rollback()}")

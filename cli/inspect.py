@@ -13,7 +13,7 @@ from rich.table import Table
 
 from core.blocklist import BlockList
 from core.crawldir import CrawlDir
-from core.settings import Settings
+from core.settings import SearchSettings, Settings
 from crawl.run.inspect import inspect_url
 
 
@@ -118,8 +118,9 @@ def _freshness(canonical_url: str, index: Path) -> dict[str, object] | None:
     """Where the URL is on the way from fetch to search (the incremental indexer's log)."""
     from dataclasses import asdict
 
+    # lazy: crawl workers import this module, and no retrieval code (tests/unit/cli/test_crawl_imports.py)
     from retrieval.index.freshness import FreshnessLog
-    from retrieval.index.layout import freshness_file
+    from retrieval.index.layout import freshness_file  # lazy: as above
 
     if not freshness_file(index).exists():
         return None
@@ -133,7 +134,7 @@ def _freshness(canonical_url: str, index: Path) -> dict[str, object] | None:
 
 def _indexed(canonical_url: str, index: Path) -> str:
     """Whether the serving generation of ``index`` holds the URL, and where."""
-    from core.settings import SearchSettings
+    # lazy: loads tantivy and hnswlib; `trawl --help` stays fast
     from retrieval.query.service import SearchService
 
     service = SearchService.open(index, SearchSettings(use_vectors=False, cache_entries=0))

@@ -14,6 +14,7 @@ from rich.text import Text
 
 from core.settings import Settings
 from core.types import Document
+from crawl.run.reprocess import replay
 
 _FIELDS = ("title", "description", "lang", "headings", "body", "outlinks")
 
@@ -30,8 +31,6 @@ def replay_command(
 
     Example: trawl replay http://127.0.0.1:8099/library/asyncio-eventloop.html --data data/demo/crawl
     """
-    from crawl.run.reprocess import replay
-
     derived, stored = replay(url, data, Settings().crawl)
     if derived is None:
         raise typer.BadParameter(f"{url} has no stored response in {data}/warc.", param_hint="URL")

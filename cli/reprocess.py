@@ -10,6 +10,7 @@ import typer
 from rich.console import Console
 
 from core.settings import Settings
+from crawl.run.reprocess import reprocess
 
 
 def reprocess_command(
@@ -22,8 +23,6 @@ def reprocess_command(
 
     Example: trawl reprocess --data data/demo/crawl
     """
-    from crawl.run.reprocess import reprocess
-
     summary = reprocess(data, Settings().crawl)
     if json_out:
         typer.echo(json.dumps({"responses": summary.responses, "documents": summary.documents,

@@ -37,11 +37,14 @@ def search_command(
 
     Example: trawl search '"list comprehension" -lambda' --index data/index --ranker ltr --explain
     """
+    # lazy: FastAPI, tantivy and hnswlib; `trawl --help` stays fast
     from api.app import open_search_service
+    from retrieval.query.request import SearchRequest  # lazy: crawl workers load no retrieval code
 
     service = open_search_service(Settings(), index)
-    response = service.search(query, page=page, size=size, ranker=ranker, explain=explain)
+    response = service.search(SearchRequest(query, page=page, size=size, ranker=ranker, explain=explain))
     if as_json:
+        # lazy: crawl workers import this module, and no api code (tests/unit/cli/test_crawl_imports.py)
         from api.schemas import SearchResponseModel
 
         sys.stdout.write(SearchResponseModel.from_domain(response).model_dump_json() + "\n")

@@ -2,9 +2,9 @@
 
 Example::
 
-    trawl train ltr --dataset ../shared/data/eval/cranfield --dataset ../shared/data/eval/cisi \\
+    trawl train ltr --dataset data/eval/cranfield --dataset data/eval/cisi \\
         --out models/ltr/default
-    trawl train reranker --dataset ../shared/data/eval/cisi --out models/reranker/cisi
+    trawl train reranker --dataset data/eval/cisi --out models/reranker/cisi
 """
 
 from __future__ import annotations
@@ -37,10 +37,7 @@ __all__ = ["train_app"]
 
 console = Console(stderr=True)
 train_app = typer.Typer(
-    help=(
-        "Train ranking models.\n\n"
-        "Example: trawl train ltr --dataset ../shared/data/eval/cranfield --out models/ltr"
-    ),
+    help="Train ranking models.\n\nExample: trawl train ltr --dataset data/eval/cranfield --out models/ltr",
     no_args_is_help=True,
 )
 
@@ -88,9 +85,10 @@ def train_ltr_command(
     With --engine ray the feature frames are built by per-query Ray tasks and cached as
     Parquet where training reads them; training itself runs here.
 
-    Example: trawl train ltr --dataset ../shared/data/eval/cranfield --out models/ltr/cranfield
-    Example: trawl train ltr --dataset ../shared/data/eval/cisi --out models/ltr/cisi --engine ray
+    Example: trawl train ltr --dataset data/eval/cranfield --out models/ltr/cranfield
+    Example: trawl train ltr --dataset data/eval/cisi --out models/ltr/cisi --engine ray
     """
+    # lazy: loads LightGBM; `trawl --help` stays fast
     from training.train_ltr import train_ltr_on_collections
 
     started = time.perf_counter()
@@ -98,6 +96,7 @@ def train_ltr_command(
     job = job_engine(settings, engine, ray_address)
     progress, on_progress = _progress()
     if job.is_ray:
+        # lazy: loads polars and scipy; `trawl --help` stays fast
         from training.ray_training import ray_collection_frame
 
         with job.session(), progress:
@@ -163,8 +162,9 @@ def train_reranker_command(
     one cross-encoder per fold). Serve it with
     TRAWL_RANK__RERANKER_MODEL=DIR.
 
-    Example: trawl train reranker --dataset ../shared/data/eval/cisi --out models/reranker/cisi
+    Example: trawl train reranker --dataset data/eval/cisi --out models/reranker/cisi
     """
+    # lazy: loads tantivy and polars (torch when training); `trawl --help` stays fast
     from training.train_reranker import RerankerParams, save_reranker, train_reranker_on_collections
 
     started = time.perf_counter()

@@ -1,25 +1,17 @@
 """Operator block lists: hosts and URL patterns that are neither crawled nor served.
 
-One JSON file in the crawl directory (``CrawlDir.blocklist``), replaced atomically, so
-every crawl worker sharing the directory sees a change on its next lease (the file is
-re-read when its modification time changes) and the ``trawl block`` command, the admin
-API and ``trawl inspect`` all read the same rules with their reasons.
-
-A host rule matches the host and its subdomains; a pattern rule is a shell-style glob
-over the whole canonical URL (``http://example.com/private/*``).
+One JSON file in the crawl directory (``CrawlDir.blocklist``), replaced atomically and
+re-read when its modification time changes, so every crawl worker (on its next lease),
+``trawl block``, the admin API and ``trawl inspect`` read the same rules and reasons. A host
+rule matches the host and its subdomains; a pattern rule is a shell-style glob over the
+whole canonical URL (``http://example.com/private/*``).
 
 Blocking also takes out what is already indexed: :func:`block` writes a removal
-(``core.deletions``) for every stored document the new rule matches, in the
-operator's own folder of the removal log, so those pages leave search within the
-incremental indexer's lag instead of waiting for a recrawl to reach them. Unblocking
-does not bring them back by itself: the next fetch of a page does (a removal hides
-only versions fetched before it).
+(``core.deletions``) for every stored document the rule matches, so those pages leave
+search within the incremental indexer's lag. Unblocking does not bring them back; the next
+fetch of a page does (a removal hides only versions fetched before it).
 
-Example::
-
-    rules = BlockList(CrawlDir(data).blocklist)
-    rules.add("host", "spam.example", reason="link farm")
-    rules.match("http://a.spam.example/x")   # → BlockRule(kind="host", ...)
+Example: ``BlockList(CrawlDir(data).blocklist).add("host", "spam.example", reason="link farm")``
 """
 
 from __future__ import annotations

@@ -4,23 +4,8 @@ Why here, in ``core``: the crawler writes this directory, and ``retrieval`` (ind
 build reads documents, anchors and PageRank), ``training`` (link-graph jobs write
 PageRank) and ``api`` (admin, inspect, host pages read the crawl database) read it.
 ``crawl`` is not importable from ``retrieval`` or ``training`` (the docstore is the
-seam), so the layout lives below all of them. No other module spells these names.
-
-::
-
-    DIR/
-      frontier.sqlite     crawl database: URLs, hosts, robots, queued seeds (SQLite, WAL)
-      docs/               parsed documents, Parquet segments (core.docstore)
-        <worker>/         one fleet worker's segments (a crawl on a shared frontier)
-      links/              link-graph edges, Parquet segments (core.linkgraph)
-        <worker>/         one fleet worker's edge files
-      warc/               raw responses, WARC files (crawl.run.warc)
-        <worker>/         one fleet worker's WARC files
-      pagerank.parquet    PageRank per canonical URL (written by training.pagerank)
-      pagerank-hosts.parquet  PageRank per host (written by training.pagerank)
-      deletions/          removal tombstones, docstore-format segments (core.deletions)
-        <worker>/         one fleet worker's (or the operator's) tombstones
-      blocklist.json      operator block rules: hosts and URL patterns (core.blocklist)
+seam), so the layout lives below all of them. No other module spells these names; the
+tree is drawn on :class:`CrawlDir`.
 """
 
 from __future__ import annotations
@@ -44,7 +29,24 @@ def worker_folder(worker_id: str) -> str:
 
 @dataclass(frozen=True, slots=True)
 class CrawlDir:
-    """Paths inside one crawl's data directory (nothing is created by naming them)."""
+    """Paths inside one crawl's data directory (nothing is created by naming them).
+
+    The layout::
+
+        DIR/
+          frontier.sqlite     crawl database: URLs, hosts, robots, queued seeds (SQLite, WAL)
+          docs/               parsed documents, Parquet segments (core.docstore)
+            <worker>/         one fleet worker's segments (a crawl on a shared frontier)
+          links/              link-graph edges, Parquet segments (core.linkgraph)
+            <worker>/         one fleet worker's edge files
+          warc/               raw responses, WARC files (crawl.run.warc)
+            <worker>/         one fleet worker's WARC files
+          pagerank.parquet    PageRank per canonical URL (written by training.pagerank)
+          pagerank-hosts.parquet  PageRank per host (written by training.pagerank)
+          deletions/          removal tombstones, docstore-format segments (core.deletions)
+            <worker>/         one fleet worker's (or the operator's) tombstones
+          blocklist.json      operator block rules: hosts and URL patterns (core.blocklist)
+    """
 
     root: Path
 

@@ -3,18 +3,14 @@
 The docstore only ever grows, so a page that turned 404/410, became ``noindex``, is
 now disallowed by robots.txt, found its canonical, or was blocked by an operator needs
 a record of its own. A removal is a tombstone row stored with the docstore's own
-machinery (append-only Parquet segments and a manifest, ``core.docstore``): the same
-atomic appends, the same per-worker folders, the same tailing by segment name.
+machinery (append-only segments and a manifest, ``core.docstore``): the same atomic
+appends, the same per-worker folders, the same tailing by segment name.
 
 Ordering rule (one for the incremental indexer and for a full rebuild): a removal at
 time ``t`` hides every version of its document fetched at or before ``t``; a later
 fetch of the page brings it back.
 
-Example::
-
-    log = DeletionLog(CrawlDir(data).deletions)
-    log.record([Removal(doc_id_for(url), url, "http 404", time.time())])
-    hidden = log.latest()
+Example: ``DeletionLog(CrawlDir(data).deletions).record([Removal(doc_id, url, "http 404", now)])``
 """
 
 from __future__ import annotations

@@ -1,29 +1,17 @@
 """The docstore: parsed documents as append-only segments (Parquet or gzip JSON lines) with a manifest.
 
-This is the seam between the crawler (the only writer) and index building (a
-reader): neither imports the other. Segments are immutable, so a reader can tail the
-manifest for incremental indexing. ``append`` writes a segment to a temporary file,
-renames it into place, then replaces ``segments.json`` the same way, so a reader sees
-either the old manifest or the new one, never a half-written segment. A segment file
-that a crash left out of the manifest is ignored (its name is never reused).
-
-A crawl worker writes its segments as row segments (``core.rowsegments``: gzip JSON
-lines, ``seg-NNNNNN.ndjson.gz``), so it never loads Polars; batch jobs write Parquet. The
-manifest names each segment and readers take both, by name, with the same column types.
+The seam between the crawler (the only writer) and index building (a reader): neither
+imports the other. Segments are immutable, so a reader can tail the manifest. ``append``
+writes a segment to a temporary file, renames it into place, then replaces
+``segments.json`` the same way: a reader sees the old manifest or the new one, never a
+half-written segment. A crawl worker writes row segments (``core.rowsegments``, gzip JSON
+lines), so it never loads Polars; batch jobs write Parquet; readers take both by name.
 
 A document appended again (a recrawl that changed, a duplicate cluster that grew)
-supersedes the earlier version: ``iter_documents()`` yields only the latest version of
-each ``doc_id``. Latest means fetched last (``fetched_at``; append order breaks ties and
-orders versions without one): with several crawl workers, each writing its own folder, a
-page recrawled by another worker than the one that first fetched it has versions in two
-folders, and the order folders are read in says nothing about which is newer.
-
-Example::
-
-    store = DocStore(Path("data/docs"))
-    store.append([Document(doc_id_for(url), url, "Title", "Body")])
-    for doc in store.iter_documents():
-        ...
+supersedes the earlier version: ``iter_documents()`` yields the latest version of each
+``doc_id``, latest meaning fetched last (``fetched_at``; append order breaks ties). With
+several crawl workers, a page's versions can lie in two workers' folders, and the order
+folders are read in says nothing about which is newer.
 """
 
 from __future__ import annotations

@@ -1,37 +1,18 @@
-"""Trawl's exception tree, and the HTTP status the API answers for each branch.
+"""Trawl's exception tree under ``TrawlError``, and the HTTP status the API answers for each::
 
-::
-
-    TrawlError
-    ├─ ConfigError                                          → 400 bad_request
-    │  └─ CrawlDataMissing                                  → 404 not_enabled
+    ├─ ConfigError → 400 bad_request ── CrawlDataMissing → 404 not_enabled
     ├─ CrawlError ── FetchError(url, reason) · RobotsDenied · OutOfScope · TooLarge
-    ├─ QueryError                                           → 400 bad_query
-    │  ├─ BadParameter                                      → 400 bad_parameter
-    │  ├─ BadClick                                          → 400 bad_click
-    │  ├─ DocumentNotFound                                  → 404 not_found
-    │  ├─ UnknownGeneration                                 → 404 unknown_generation
-    │  ├─ NothingToRollBack                                 → 409 nothing_to_roll_back
-    │  └─ UnknownImpression                                 → 404 unknown_impression
-    ├─ AdminDenied
-    │  ├─ AdminKeyRejected                                  → 401 unauthorized
-    │  └─ AdminDisabled                                     → 403 forbidden
-    ├─ BodyTooLarge                                         → 413 too_large (middleware)
-    ├─ IndexStateError                                      → 503 index_unavailable
-    │  └─ ManifestError · ShardUnavailable
-    ├─ ExperimentsDisabled                                  → 503 experiments_unavailable
-    ├─ PushRejected
-    │  ├─ PushKeyRejected                                   → 403 key_not_valid
-    │  ├─ PushUrlsRejected                                  → 422 urls_not_of_host
-    │  ├─ PushHostNotCrawled                                → 422 host_not_crawled
-    │  └─ PushThrottled                                     → 429 too_many_requests
+    ├─ QueryError → 400 bad_query ── BadParameter → 400 bad_parameter · BadClick → 400 bad_click
+    │    · DocumentNotFound → 404 not_found · UnknownGeneration → 404 unknown_generation
+    │    · NothingToRollBack → 409 nothing_to_roll_back · UnknownImpression → 404 unknown_impression
+    ├─ AdminDenied ── AdminKeyRejected → 401 unauthorized · AdminDisabled → 403 forbidden
+    ├─ BodyTooLarge → 413 too_large (middleware) · ExperimentsDisabled → 503 experiments_unavailable
+    ├─ IndexStateError → 503 index_unavailable ── ManifestError · ShardUnavailable
+    ├─ PushRejected ── PushKeyRejected → 403 key_not_valid · PushUrlsRejected → 422 urls_not_of_host
+    │    · PushHostNotCrawled → 422 host_not_crawled · PushThrottled → 429 too_many_requests
     └─ ModelError ── ModelLoadError(path, reason)
 
-A subclass gets its nearest listed ancestor's status. The mapping itself is
-``api.errors.HTTP_ERRORS`` (a test holds it to this picture), except ``BodyTooLarge``,
-which the protection middleware raises and answers while a body streams in.
-Messages say what happened, the value, and what to do. Anything else reaching the
-user is a bug.
+A subclass answers as its nearest listed ancestor; a test holds ``api.errors.HTTP_ERRORS`` to this picture.
 """
 
 from __future__ import annotations
@@ -40,7 +21,10 @@ from enum import StrEnum
 
 
 class TrawlError(Exception):
-    """Base of every error Trawl raises on purpose."""
+    """Base of every error Trawl raises on purpose.
+
+    Messages say what happened, the value, and what to do; anything else reaching the user is a bug.
+    """
 
 
 class ConfigError(TrawlError):

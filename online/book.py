@@ -1,24 +1,12 @@
 """Online experiment definitions and deterministic, sticky bucketing.
 
-An experiment is declared in ``experiments.toml`` (``settings.experiments.experiments_file``)::
-
-    [experiments.title-boost]
-    mode = "ab"                       # or "interleave" (exactly two variants: A then B)
-    salt = "title-boost-2026-11"      # change it to reshuffle users for a new experiment
-    start = 2026-11-01T00:00:00Z      # optional; naive times are UTC
-    stop = 2026-12-01T00:00:00Z       # optional, exclusive
-    traffic = 1.0                     # share of users enrolled
-    variants = [
-      { name = "control", ranker = "bm25", weight = 0.5 },
-      { name = "notitle", ranker = "bm25-notitle", weight = 0.5 },
-    ]
-
-Bucketing hashes ``salt + unit id`` (blake2b, 64 bits), so a user lands in the same
-bucket on every request, on every server and after every restart, with no state to
-store. Enrolment uses an independent hash, so ramping ``traffic`` up never moves an
-enrolled user to another variant. At most one experiment may be active at any moment:
-overlapping windows are a configuration error, which keeps every impression
-attributable to a single experiment.
+Experiments are declared in ``experiments.toml`` (``settings.experiments.experiments_file``;
+the format is in :meth:`ExperimentBook.load`). Bucketing hashes ``salt + unit id``
+(blake2b, 64 bits), so a user lands in the same bucket on every request, on every
+server and after every restart, with no state to store. Enrolment uses an independent
+hash, so ramping ``traffic`` up never moves an enrolled user to another variant. At
+most one experiment may be active at any moment: overlapping windows are a
+configuration error, which keeps every impression attributable to a single experiment.
 """
 
 from __future__ import annotations
@@ -179,7 +167,21 @@ class ExperimentBook:
 
     @classmethod
     def load(cls, path: Path) -> ExperimentBook:
-        """Read and validate the file; a missing file means no experiments (the default)."""
+        """Read and validate the file; a missing file means no experiments (the default).
+
+        One table per experiment::
+
+            [experiments.title-boost]
+            mode = "ab"                       # or "interleave" (exactly two variants: A then B)
+            salt = "title-boost-2026-11"      # change it to reshuffle users for a new experiment
+            start = 2026-11-01T00:00:00Z      # optional; naive times are UTC
+            stop = 2026-12-01T00:00:00Z       # optional, exclusive
+            traffic = 1.0                     # share of users enrolled
+            variants = [
+              { name = "control", ranker = "bm25", weight = 0.5 },
+              { name = "notitle", ranker = "bm25-notitle", weight = 0.5 },
+            ]
+        """
         path = Path(path)
         if not path.exists():
             return cls({}, str(path))

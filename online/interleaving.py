@@ -14,8 +14,10 @@ from __future__ import annotations
 import hashlib
 import random
 from collections.abc import Hashable, Iterable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Literal, TypeVar
+
+from core.types import Hit, SearchResponse
 
 Team = Literal["a", "b"]
 Preference = Literal["a", "b", "tie"]
@@ -90,6 +92,29 @@ def page_of(a: Sequence[T], b: Sequence[T], *, page: int, size: int, rng: random
     merged = team_draft(a, b, k=page * size, rng=rng)
     start = (page - 1) * size
     return Interleaved(merged.doc_ids[start:], merged.teams[start:])
+
+
+def interleave_responses(
+    a_pages: Sequence[SearchResponse], b_pages: Sequence[SearchResponse], *, key: str
+) -> tuple[SearchResponse, tuple[Team, ...]]:
+    """Page ``len(a_pages)`` of the team-draft merge of two rankers' lists for one query.
+
+    ``a_pages`` and ``b_pages`` are each ranker's pages 1 to that page (one size): the
+    merge of the lists they make, sliced, so page 2 continues exactly where page 1 ended
+    (no document twice, none skipped). ``key`` (``draw_key``) fixes the coin flips.
+    Returns the last page of ``a`` with the merged hits, and their teams.
+    """
+    a, b = a_pages[-1], b_pages[-1]
+    by_id: dict[int, Hit] = {int(h.doc_id): h for r in (*b_pages, *a_pages) for h in r.hits}
+    merged = page_of(
+        [int(h.doc_id) for r in a_pages for h in r.hits],
+        [int(h.doc_id) for r in b_pages for h in r.hits],
+        page=len(a_pages),
+        size=a.size,
+        rng=interleave_rng(key),
+    )
+    hits = tuple(by_id[int(d)] for d in merged.doc_ids)  # type: ignore[call-overload]
+    return replace(a, hits=hits, ranker=f"{a.ranker}|{b.ranker}"), merged.teams
 
 
 @dataclass(frozen=True, slots=True)

@@ -1,20 +1,16 @@
 """Impression and click logs: buffered appends to Parquet parts, nothing lost on shutdown.
 
-Each log is a directory of immutable Parquet parts. A flush writes the buffered rows
-as one new part with ``core.atomic`` (hidden temporary file, fsync, rename), so a
-reader (Polars ``scan_parquet`` on ``part-*.parquet``) sees whole parts only, and a
-crash mid-write leaves at worst a stray ``.tmp`` that readers ignore. Part names carry the time, the
-process id and a sequence number, so a restarted service adds new parts beside the
-old ones: restarts append, never rewrite or duplicate.
+Each log is a directory of immutable Parquet parts. A flush writes the buffered rows as one
+new part with ``core.atomic``, so a reader (``scan_parquet`` on ``part-*.parquet``) sees
+whole parts only and a crash leaves at worst a stray ``.tmp``. Part names carry the time,
+the process id and a sequence number, so restarts append, never rewrite or duplicate.
 
-Buffering is bounded: a log flushes when ``max_buffer_rows`` rows are waiting (in the
-caller's thread) and every ``flush_interval_s`` from a background thread; if the disk
-refuses a write the rows stay buffered and are retried, up to ``max_buffer_rows ×
-RETRY_FACTOR``, beyond which the oldest are dropped and counted (an ERROR: work lost).
-A row that does not fit the schema (an int32 page of 10^308, a wrong type) is dropped
-and counted in ``rejected`` on its own: the rest of its batch is written.
-``close`` (called by the service's shutdown, and registered with ``atexit``) flushes
-what is left. A SIGKILL loses at most the unflushed buffer.
+Buffering is bounded: a log flushes when ``max_buffer_rows`` rows wait (in the caller's
+thread) and every ``flush_interval_s`` (a background thread); rows the disk refuses stay
+buffered and are retried, up to ``max_buffer_rows × RETRY_FACTOR``, beyond which the oldest
+are dropped and counted (an ERROR). A row that does not fit the schema is dropped and counted
+in ``rejected`` on its own: the rest of its batch is written. ``close`` (the service's
+shutdown, and ``atexit``) flushes what is left; a SIGKILL loses at most the unflushed buffer.
 """
 
 from __future__ import annotations

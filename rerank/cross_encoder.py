@@ -1,20 +1,17 @@
 """The optional cross-encoder stage: reorder the LTR stage's top N by a MiniLM cross-encoder.
 
 A cross-encoder reads the query and the document together (one transformer pass per
-pair), so it can see evidence no feature captures; it costs a forward pass per
-candidate, which is why it only reorders the head of the LightGBM ranking (default
-top 20) and never the tail.
+pair), so it can see evidence no feature captures; it costs a forward pass per candidate,
+which is why it only reorders the head of the LightGBM ranking (default top 20).
 
 A model is a directory: the sentence-transformers ``CrossEncoder`` files (a BERT
-checkpoint with a one-logit classification head) plus ``card.json`` (what it was
-fine-tuned on, how, and its cross-validated metrics; written by
-:mod:`training.train_reranker`). The packaged MiniLM weights load too (a fresh head,
-untrained): that is what training starts from and what the unit tests use.
+checkpoint with a one-logit head) plus ``card.json`` (what it was fine-tuned on, how, and
+its metrics; :mod:`training.train_reranker`). The packaged MiniLM weights load too (a
+fresh, untrained head): what training starts from and what the unit tests use.
 
-The stage's final order of the head is by ``weight * z(ce) + (1 - weight) * z(ltr)``
-(z-scores within the head); ``weight = 1`` orders by the cross-encoder alone. Explain
-records each head document's cross-encoder score and its position before and after
-(1-based).
+The head's final order is by ``weight * z(ce) + (1 - weight) * z(ltr)`` (z-scores within
+the head); ``weight = 1`` orders by the cross-encoder alone. Explain records each head
+document's cross-encoder score and its position before and after (1-based).
 """
 
 from __future__ import annotations

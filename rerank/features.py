@@ -1,37 +1,18 @@
 """Candidate features: the one implementation used to train, to serve and to log.
 
-Training frames (``training/frames.py``), the serving stage (``rerank/ltr.py``) and
-the feature log all call :func:`compute_features`, so a feature can never mean one
-thing offline and another online (training/serving skew). The names and their order
-are fixed by :data:`SCHEMA`; a model records the schema it was trained with and
-refuses to load against another one.
+Training frames, the serving stage (``rerank/ltr.py``) and the feature log all call
+:func:`compute_features`, so a feature never means one thing offline and another online.
+:data:`SCHEMA` fixes names and order; a model refuses to load against another schema. Why:
 
-Why these features:
+- first-stage scores (BM25 overall and per field, cosine, ranks, reciprocal-rank fusion) and
+  their ratio to the query's best candidate, comparable across queries and collections;
+- text evidence BM25 ignores (query coverage per field, verbatim phrases and bigrams,
+  proximity, title share) and static signals (PageRank, age, language, duplicates, URL depth);
+- agreement with the other top candidates, in words (``prf_top5/10/20``) and in the
+  embedding space (``dense_prf_top5``, which the packaged model does not use yet; DECISIONS 53).
 
-- retrieval scores as the first stage saw them (BM25 overall and per field, cosine,
-  rank in each list, reciprocal-rank fusion) plus their ratio to the best candidate of
-  the same query, which makes them comparable across queries and collections (raw
-  BM25 grows with query length; a model trained on one collection must transfer);
-- text evidence BM25 ignores: which fraction of the query each field covers, quoted
-  phrases and query bigrams found verbatim, the smallest window covering the matched
-  terms (proximity), how much of the title is query;
-- static signals stored per document (PageRank, age, language, duplicate cluster,
-  URL depth, length);
-- agreement with the other top candidates (``prf_top5/10/20``: pseudo-relevance
-  feedback computed over the candidate set only). It lifted held-out nDCG@10 on
-  cranfield by ~.02 (mean over five fold assignments), but not on cisi;
-- the same agreement in the embedding space (``dense_prf_top5``: the mean cosine of a
-  candidate's document vector to those of the other four of the first-stage top 5).
-  Words say whether two abstracts share terms, vectors whether they are about the same
-  thing in other words, which cisi's vague questions need: own-fold nDCG@10 rose
-  .4415 → .4571 on cisi and .4597 → .4612 on cranfield, but trained with other
-  collections (mix, transfer) it did not help (DECISIONS 53), so the packaged model does
-  not use it yet.
-
-Missing values are NaN (not in the vector list, no date): LightGBM learns a branch
-for them, which is better than inventing a number. Text features read a bounded
-prefix of the body (``FeatureContext.body_chars``) so the cost per candidate is
-bounded: ~18 ms for 200 candidates on the shared 2-core machine (see the notes).
+Missing values are NaN (LightGBM learns a branch for them); text features read a bounded
+body prefix (``FeatureContext.body_chars``), so the cost per candidate is bounded.
 """
 
 from __future__ import annotations
@@ -47,15 +28,10 @@ import numpy as np
 from numpy.typing import NDArray
 
 from core.types import DocId, Query
-from retrieval.index.forward import (
-    BODY_CHARS,
-    SHARD_COLUMNS,
-    SIDE_CHARS,
-    QueryTerms,
-    ShardFeatures,
-    url_depth,
-)
-from retrieval.index.lexical import TEXT_FIELDS, StoredDoc
+from retrieval.index.forward import BODY_CHARS, SIDE_CHARS, url_depth
+from retrieval.index.forward_features import SHARD_COLUMNS, QueryTerms, ShardFeatures
+from retrieval.index.lexical import StoredDoc
+from retrieval.index.lexical_schema import TEXT_FIELDS
 from retrieval.query.hybrid import Candidate, rrf_score
 from retrieval.text.tokenizer import ENGLISH_STOPWORDS, MAX_TOKEN_CHARS, analyze, stem
 

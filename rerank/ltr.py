@@ -1,21 +1,18 @@
 """The LightGBM scorer and the serving ``ltr`` stage.
 
-A model is a directory: ``model.txt`` (LightGBM's own text format, no pickle), for a
-bagged model its other members ``model-1.txt`` … (``card.json`` ``members``), and
-``card.json`` (what it was trained on, with which features and parameters, its
-cross-validated metrics, when, and from which code). Loading checks the card's feature
-list against :data:`rerank.features.SCHEMA` and scores a model on its own columns, by
-name: a model silently reading columns in another order would rank nonsense without
-any error. A model trained before a feature was added keeps loading and ranks exactly
-as it did (the new columns are computed and logged, not given to it); one that names a
-feature this code does not compute is refused.
+A model is a directory: ``model.txt`` (LightGBM's text format, no pickle), a bagged model's
+other members ``model-1.txt`` … and ``card.json`` (training data, features, parameters,
+cross-validated metrics, date, code version). Loading checks the card's features against
+:data:`rerank.features.SCHEMA` and scores a model on its own columns, by name: a model
+reading columns in another order would rank nonsense without any error. A model trained
+before a feature was added ranks exactly as it did; one naming a feature this code does not
+compute is refused.
 
-The stage fetches the candidates' stored documents, computes features with the same
-function training used, scores, and sorts. With ``explain`` it returns each hit's
-feature values and their contributions (LightGBM ``pred_contrib``: SHAP values that
-sum, with the bias, to the score). It can log the exact rows it scored
-(:mod:`rerank.feature_log`) so training sets can be built from live traffic without
-recomputing anything differently.
+The stage fetches the candidates' stored documents, computes features with the function
+training used, scores, and sorts. With ``explain`` it returns each hit's feature values and
+their contributions (LightGBM ``pred_contrib``: SHAP values that sum, with the bias, to the
+score). It can log the exact rows it scored (:mod:`rerank.feature_log`), so training sets
+can be built from live traffic without recomputing anything differently.
 """
 
 from __future__ import annotations

@@ -15,11 +15,13 @@ from pathlib import Path
 from typing import Any
 
 from core.settings import Settings
+from rerank.cross_encoder import CrossEncoderReranker, CrossEncoderStage
 from rerank.feature_log import FeatureLogger
 from rerank.ltr import LtrModel, LtrStage
 from rerank.model_card import CARD_FILE
 from retrieval.query.ranking import RankStage
 from retrieval.query.service import SearchService
+from retrieval.vectors.embed import Embedder
 
 logger = logging.getLogger(__name__)
 
@@ -63,8 +65,6 @@ def serving_stages(settings: Settings, *, bases: Sequence[Path] | None = None) -
         if not Path(rank.reranker_model).exists():
             logger.warning("reranker %s does not exist: serving without ltr+ce", rank.reranker_model)
         else:
-            from rerank.cross_encoder import CrossEncoderReranker, CrossEncoderStage
-
             reranker = CrossEncoderReranker.load(rank.reranker_model, device=rank.reranker_device)
             logger.info("serving cross-encoder %s from %s", reranker.model_id, rank.reranker_model)
             stages["ltr+ce"] = CrossEncoderStage(
@@ -96,8 +96,6 @@ def attach_encoder(settings: Settings, service: SearchService) -> None:
         return
     if service.encoder is not None and service.encoder_model == service.generation.vector_model:
         return
-    from retrieval.vectors.embed import Embedder
-
     # serving=True: one encoder thread (two threads fight uvicorn and BLAS on 2 cores: 10× p99).
     # for_model_id: queries are encoded by the variant (torch / ONNX int8) that made the vectors.
     vectors = service.generation.vector_model

@@ -4,55 +4,15 @@ Nobody hands us relevance judgments for the sites our users crawl, but a crawl j
 itself in three ways (the weak supervision web search has always used):
 
 - **anchor** queries: the text of a link names the page it points to;
-- **title** queries: a page's title without the site-name suffix every page repeats
-  (" — Python 3.11.2 documentation"), found as the separator-led suffix shared by the
-  most titles (at least ``SUFFIX_SHARE`` of them), never hard-coded;
+- **title** queries: a page's title without the site-name suffix every page repeats,
+  detected as the separator-led suffix most titles share, never hard-coded;
 - **heading** queries: a section heading names a section of its page.
 
-Labels. Every text becomes one query (texts are compared after NFKC, whitespace
-collapsing and casefolding; the query keeps the most frequent surface form). The page
-a title names gets grade 2; among the pages an anchor text links to, the page linked
-from the most source pages gets 2 (ties all get 2) and the others 1; a heading gets
-its page(s) 2, or 1 where a title or an anchor already names another page for the same
-text. A text that fits more than ``MAX_TARGETS`` pages is not a known item and is
-dropped.
+Grades and the rules against triviality are on :func:`derive_queries`, folds (by target
+page) on :func:`assign_folds`, the files and leakage guard on :func:`build_crawl_dataset`
+(DECISIONS 11). The output is deterministic for a given crawl, ``max_per_page`` and ``seed``.
 
-Rules against triviality and leakage:
-
-- dropped as queries: anchor words that name no page (``STOP_TEXTS``: "here", "next",
-  "previous", "¶", "index", "modules", …), URLs and file names, text without a letter
-  (footnote marks "[1]", numbers, punctuation), one character, more than
-  ``MAX_QUERY_WORDS`` words, fully parenthesised index fragments ("(in module os)"),
-  and the site's own name (the detected suffix without its separator);
-- navigation boilerplate: an anchor text found on at least ``BOILERPLATE_SHARE`` of
-  the linking pages and on ``BOILERPLATE_MIN_SOURCES`` at least (menus, breadcrumbs,
-  footers) is no evidence for its target;
-  a heading on more than ``MAX_TARGETS`` pages ("Examples") is no evidence either;
-- a page's first heading that repeats its title is its title, not a section;
-- at most ``max_per_page`` queries per primary target page (titles first, then anchors
-  by the number of pages using them, then headings; ties broken by a seeded hash), so
-  a page linked from everywhere does not dominate the set;
-- self-links and links to pages outside the docstore are ignored;
-- ``leakage.jsonl``: for every (query, judged page) whose judgment came from anchors,
-  the source pages of those links. Anchor features of that pair must be computed
-  without the anchors whose normalised text equals the query's ``anchor_key`` coming
-  from those sources; otherwise the query is found by its own anchor;
-- folds split by target page: judged pages that share a query are joined into one
-  group (union-find) and the group's fold is a seeded hash of its smallest URL, so no
-  page is judged in two folds (``folds.tsv``); a multi-target query that would tie
-  more than ``MAX_GROUP`` pages together is dropped, or chains of shared anchor texts
-  would put half a site in one fold.
-
-Everything is judged in ``qrels/test.tsv``: Trawl's cross-validation (``training.
-train_ltr``) partitions one judged set into folds instead of reading fixed train/dev
-files; ``folds.tsv`` is the partition to use here, because a per-query random split
-would put the pages of one anchor text in two folds.
-
-The output is deterministic for a given crawl, ``max_per_page`` and ``seed``.
-
-Example::
-
-    report = build_crawl_dataset(Path("data/demo/crawl"), Path("data/eval-crawl/pydocs"))
+Example: ``build_crawl_dataset(Path("data/demo/crawl"), Path("data/eval-crawl/pydocs"))``
 """
 
 from __future__ import annotations
@@ -134,7 +94,7 @@ def normalize(text: str) -> str:
 
 
 def is_trivial(text: str) -> bool:
-    """True when a text cannot be a query for one page (see the module rules)."""
+    """True when a text cannot be a query for one page (the rules on :func:`derive_queries`)."""
     key = normalize(text)
     return (
         len(key) < 2
@@ -273,10 +233,34 @@ def _judge(key: str, ev: _Evidence) -> KnownItemQuery | None:
 def derive_queries(
     docs: Sequence[Document], edges: pl.DataFrame, *, max_per_page: int = 10, seed: int = 0
 ) -> list[KnownItemQuery]:
-    """Known-item queries of a crawl (rules in the module docstring), ordered by target then id.
+    """Known-item queries of a crawl, ordered by target then id.
 
     ``edges`` are the link graph's (src_url, dst_url, anchor_text) rows; only links
-    between two different pages of ``docs`` count.
+    between two different pages of ``docs`` count (self-links are ignored).
+
+    Labels. Every text becomes one query (texts are compared after NFKC, whitespace
+    collapsing and casefolding; the query keeps the most frequent surface form). The page
+    a title names gets grade 2; among the pages an anchor text links to, the page linked
+    from the most source pages gets 2 (ties all get 2) and the others 1; a heading gets
+    its page(s) 2, or 1 where a title or an anchor already names another page for the same
+    text. A text that fits more than ``MAX_TARGETS`` pages is not a known item and is
+    dropped.
+
+    Rules against triviality:
+
+    - dropped as queries: anchor words that name no page (``STOP_TEXTS``: "here", "next",
+      "previous", "¶", "index", "modules", …), URLs and file names, text without a letter
+      (footnote marks "[1]", numbers, punctuation), one character, more than
+      ``MAX_QUERY_WORDS`` words, fully parenthesised index fragments ("(in module os)"),
+      and the site's own name (the detected suffix without its separator);
+    - navigation boilerplate: an anchor text found on at least ``BOILERPLATE_SHARE`` of
+      the linking pages and on ``BOILERPLATE_MIN_SOURCES`` at least (menus, breadcrumbs,
+      footers) is no evidence for its target; a heading on more than ``MAX_TARGETS``
+      pages ("Examples") is no evidence either;
+    - a page's first heading that repeats its title is its title, not a section;
+    - at most ``max_per_page`` queries per primary target page (titles first, then anchors
+      by the number of pages using them, then headings; ties broken by a seeded hash), so
+      a page linked from everywhere does not dominate the set.
     """
     if max_per_page < 1:
         raise ConfigError(f"max_per_page={max_per_page}: need at least 1 query per page.")
@@ -419,6 +403,16 @@ def build_crawl_dataset(
     Files: ``corpus.jsonl``, ``queries.jsonl`` (with kind, fold and target in
     ``metadata``), ``qrels/test.tsv``, ``folds.tsv``, ``leakage.jsonl`` and
     ``dataset.json`` (parameters and counts).
+
+    Everything is judged in ``qrels/test.tsv``: Trawl's cross-validation
+    (``training.train_ltr``) partitions one judged set into folds instead of reading fixed
+    train/dev files; ``folds.tsv`` is the partition to use here, because a per-query random
+    split would put the pages of one anchor text in two folds.
+
+    ``leakage.jsonl``: for every (query, judged page) whose judgment came from anchors, the
+    source pages of those links. Anchor features of that pair must be computed without the
+    anchors whose normalised text equals the query's ``anchor_key`` coming from those
+    sources; otherwise the query is found by its own anchor.
     """
     crawl = CrawlDir(data)
     if not crawl.docs.exists():

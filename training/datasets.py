@@ -88,6 +88,7 @@ class BeirDataset:
         ``metadata.headings`` and ``metadata.anchors`` (crawl-derived sets) are indexed
         as the crawl indexes them, less the anchors :meth:`leaked_anchors` names.
         """
+        # lazy: loads scipy and polars; opening a collection or reading its queries stays light
         from training.pagerank import beir_pagerank
 
         pagerank = beir_pagerank(self.root)
@@ -163,6 +164,7 @@ def document_url(collection: str, external_id: str) -> str:
 
 def _anchor_key(text: str) -> str:
     """The key the crawl-derived set compares anchor texts by (its ``anchor_key``)."""
+    # lazy: loads polars, which opening a collection never needs
     from training.crawl_dataset import normalize
 
     return normalize(text)

@@ -1,27 +1,18 @@
 """The evaluation harness: ``trawl eval --dataset DIR --ranker NAME [--shards N] [--json]``.
 
-It evaluates the served search path, not a copy of it: the collection is indexed like
-any crawl (cached by content), vectors are backfilled by the ``trawl embed`` job, the
-index is opened with :func:`rerank.pipeline.open_search_service` (what the API opens)
-and every judged query goes through :meth:`retrieval.query.service.SearchService.search`, as
-typed (``spell=False``), page after page until ``depth`` results. The run scores the
-served order itself (rank-based scores), so the figures are those of what a user sees.
+It evaluates the served search path, not a copy: the collection is indexed like any crawl
+(cached by content, :mod:`training.eval_index`), vectors are backfilled by the ``trawl
+embed`` job, the index is opened with :func:`rerank.pipeline.open_search_service` (what the
+API opens) and every judged query goes through ``SearchService.search`` as typed, page after
+page until ``depth`` results, so the figures are those of what a user sees.
 
-``ltr`` without ``--model`` is cross-validated: for each fold, a model is trained on
-the other folds (plus, with ``train_with``, every query of other collections: the
-mix), written as a normal model directory, and served through the normal ``ltr`` stage
-to the fold's queries. Folds come from the collection's ``folds.tsv`` when it has one
-(crawl-derived sets split by target page), else a seeded split by query.
-
-``sample=N`` scores a held-out sample of N judged queries instead of all of them: a
-deterministic draw stratified by the queries' ``metadata.kind`` (crawl-derived sets:
-title, anchor, heading; one stratum elsewhere), each kind's share kept by largest
-remainder and its queries taken in order of ``sha256(seed:query id)``. Same seed, same
-queries, whatever the ranker, so two rankers' samples pair. Figures per kind are in
-``extra["by_kind"]`` whenever the queries have kinds.
-
-Rankers registered in :mod:`training.rankers` that are not served (experiment
-baselines, test doubles) still run through their own runner.
+``ltr`` without ``--model`` is cross-validated: each fold is served by a model trained on the
+other folds (plus, with ``train_with``, other collections' queries), from ``folds.tsv`` when
+the collection has one, else a seeded split by query (:mod:`training.ltr_folds`).
+``sample=N`` scores a deterministic held-out sample stratified by ``metadata.kind``
+(:func:`stratified_sample`), the same queries whatever the ranker, so two rankers pair.
+Figures per kind are in ``extra["by_kind"]``. Rankers registered in :mod:`training.rankers`
+that are not served (experiment baselines, test doubles) run through their own runner.
 """
 
 from __future__ import annotations
@@ -29,7 +20,6 @@ from __future__ import annotations
 import hashlib
 import json
 import logging
-import shutil
 import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
@@ -39,14 +29,12 @@ from typing import Any
 
 from core.errors import ConfigError, QueryError
 from core.settings import Settings
-from core.types import Query
-from retrieval.index import layout
-from retrieval.index.build import build_index
-from retrieval.index.lexical import read_lexical_manifest
-from retrieval.index.manifest import IndexManifest
+from retrieval.query.request import SearchRequest
 from retrieval.query.service import SearchService
-from retrieval.text.analyzer import parse_query
+from retrieval.vectors.backfill import backfill_index
+from retrieval.vectors.embed import Embedder
 from training.datasets import BeirDataset
+from training.eval_index import cached_index, parse_queries
 from training.ir_metrics import evaluate_run
 from training.rankers import SERVED_RANKERS, VECTOR_RANKERS, EvalContext, make_ranker, ranker_names
 
@@ -82,30 +70,8 @@ class EvalResult:
         return out
 
 
-def cached_index(dataset: BeirDataset, settings: Settings, *, shards: int = 1) -> tuple[Path, Path]:
-    """Index and scratch directory for a dataset, rebuilt only when the corpus changed."""
-    suffix = f"-s{shards}" if shards > 1 else ""
-    cache_dir = settings.data_dir / "cache" / "eval" / f"{dataset.name}-{dataset.fingerprint()}{suffix}"
-    index_dir = cache_dir / "index"
-    try:
-        manifest = IndexManifest.load(index_dir)
-        for shard in range(manifest.shards):
-            read_lexical_manifest(layout.lexical_dir(index_dir, shard))
-    except Exception:  # noqa: BLE001 - any unreadable or outdated cache is rebuilt
-        logger.info("building the evaluation index of %s in %s", dataset.name, index_dir)
-        # Frames and fold models cached beside an outdated index scored its candidates:
-        # they go with it.
-        shutil.rmtree(cache_dir, ignore_errors=True)
-        cache_dir.mkdir(parents=True, exist_ok=True)
-        build_index(dataset.iter_documents(), index_dir, shards=shards, source=f"beir:{dataset.root}")
-    return index_dir, cache_dir
-
-
 def ensure_vectors(index_dir: Path, settings: Settings) -> str:
     """Backfill the index's vectors with the ``trawl embed`` job (a no-op once done); the model id."""
-    from retrieval.vectors.backfill import backfill_index
-    from retrieval.vectors.embed import Embedder
-
     embedder = Embedder.from_settings(settings.embed)
     report = backfill_index(index_dir, embedder, settings.embed)
     logger.info("vectors of %s: %d docs, %d embedded now", index_dir, report.docs, report.embedded)
@@ -160,16 +126,6 @@ def by_kind(per_query: Mapping[str, Mapping[str, float]], kinds: Mapping[str, st
     }
 
 
-def parse_queries(texts: Mapping[str, str]) -> dict[str, Query]:
-    parsed: dict[str, Query] = {}
-    for qid, text in texts.items():
-        try:
-            parsed[qid] = parse_query(text)
-        except QueryError:
-            parsed[qid] = Query(raw=text)
-    return parsed
-
-
 def served_ranking(service: SearchService, text: str, ranker: str, depth: int = RUN_DEPTH) -> RankedIds:
     """The first ``depth`` results ``/v1/search`` serves for ``text`` (pages followed by cursor).
 
@@ -179,12 +135,12 @@ def served_ranking(service: SearchService, text: str, ranker: str, depth: int = 
     size = min(depth, service.settings.max_page_size)
     ids: RankedIds = []
     try:
-        response = service.search(text, ranker=ranker, size=size, spell=False, snippets=False)
+        response = service.search(SearchRequest(text, ranker=ranker, size=size, spell=False, snippets=False))
         while True:
             ids.extend(h.external_id or h.url for h in response.hits)
             if len(ids) >= depth or not response.next_cursor:
                 break
-            response = service.search(None, cursor=response.next_cursor, spell=False, snippets=False)
+            response = service.search(SearchRequest(cursor=response.next_cursor, spell=False, snippets=False))
     except QueryError:
         return []  # nothing searchable left: the query counts, with an empty result
     return ids[:depth]
@@ -210,6 +166,7 @@ def opened(open_service: ServiceOpener, settings: Settings, index_dir: Path) -> 
 
 
 def default_opener() -> ServiceOpener:
+    # lazy: loads LightGBM (the ltr stage); registered rankers and test doubles run without it
     from rerank.pipeline import open_search_service
 
     return open_search_service
@@ -285,6 +242,7 @@ def evaluate(
         if ranker_name in VECTOR_RANKERS:
             extra["model_id"] = ensure_vectors(index_dir, settings)
         if ranker_name.startswith("ltr") and not options.get("model"):
+            # lazy: loads LightGBM, needed only to train fold models
             from training.ltr_folds import fold_models
 
             mix = [*train_with, *(Path(p) for p in options.get("train_with", "").split(",") if p)]

@@ -1,20 +1,16 @@
 """Training frames for learning to rank: candidates × judgments, grouped by query, as Parquet.
 
 A frame has one row per (query, candidate): ``dataset``, ``qid``, ``doc_id``, ``label``
-(the judged grade, 0 when unjudged) and one column per :data:`rerank.features.SCHEMA`
-name, rows of a query contiguous and in candidate order. Features come from
-:func:`rerank.features.compute_features`, the function the serving stage calls, over
-the candidates the serving path would produce (the hybrid union of the lexical and
-vector top-``depth`` with per-field BM25), so offline and online rows agree.
+(the judged grade, 0 when unjudged) and one column per :data:`rerank.features.SCHEMA` name,
+a query's rows contiguous and in candidate order. Features come from
+:func:`rerank.features.compute_features`, the function the serving stage calls, over the
+candidates the serving path would produce, so offline and online rows agree.
 
-Frames are written as Parquet under the collection's evaluation cache, keyed by what
-they depend on (the schema, the feature code, the embedding model, the depth and the
-query set), so a training run can be reproduced from the file and a changed feature
-never reuses a stale frame.
-
-Two more sources: :func:`frame_from_logs` turns the serving stage's feature log
-(:mod:`rerank.feature_log`) plus judgments into the same shape, and
-:func:`document_frame` writes the per-document static values (PageRank, length).
+Frames are cached as Parquet under the collection's evaluation cache, keyed by what they
+depend on (schema, feature code, embedding model, depth, query set), so a run can be
+reproduced from the file and a changed feature never reuses a stale frame. Two more
+sources: :func:`frame_from_logs` (the serving stage's feature log plus judgments) and
+:func:`document_frame` (per-document static values).
 """
 
 from __future__ import annotations
@@ -35,11 +31,16 @@ from core.settings import Settings
 from core.types import DocId, Query
 from rerank.feature_log import read_feature_log
 from rerank.features import SCHEMA, FeatureContext, compute_features
+from retrieval.index.layout import lexical_dir
 from retrieval.index.lexical import LexicalShard, StoredDoc
 from retrieval.query import hybrid as hybrid_module
 from retrieval.query.hybrid import Candidate, shard_candidates
+from retrieval.vectors.backfill import backfill_index, open_vector_shard
+from retrieval.vectors.embed import Embedder
 from retrieval.vectors.hnsw import VectorShard
 from training.datasets import BeirDataset, Qrels
+from training.eval_index import cached_index, parse_queries
+from training.pagerank import beir_pagerank
 
 logger = logging.getLogger(__name__)
 
@@ -103,10 +104,6 @@ def open_retrieval(index_dir: Path, settings: Settings, queries: Mapping[str, Qu
     Uses the embeddings engineer's public pieces (backfill, open, encode) so vectors and
     query encodings are exactly those the ``dense`` and ``hybrid`` rankers use.
     """
-    from retrieval.index.layout import lexical_dir
-    from retrieval.vectors.backfill import backfill_index, open_vector_shard
-    from retrieval.vectors.embed import Embedder
-
     embedder = Embedder.from_settings(settings.embed)
     backfill_index(index_dir, embedder, settings.embed)
     vectors = open_vector_shard(index_dir, 0, model_id=embedder.model_id, ef=settings.embed.hnsw_ef)
@@ -224,9 +221,6 @@ def collection_frame(
     serving ``candidate_k``); PageRank comes from the collection's link graph
     (``metadata.links``; uniform when there is none).
     """
-    from training.evaluate import cached_index, parse_queries
-    from training.pagerank import beir_pagerank
-
     dataset = BeirDataset.open(dataset_dir)
     depth = depth or settings.search.candidate_k
     index_dir, cache_dir = cached_index(dataset, settings)

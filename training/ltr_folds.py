@@ -1,21 +1,16 @@
 """Cross-validated LTR as served: one model directory per fold, trained without that fold.
 
-``trawl eval --ranker ltr`` serves fold ``f``'s queries with the model trained on the
-other folds (and on every query of the ``train_with`` collections, when the mix is
-asked for; the evaluated collection itself is dropped from that list), through the normal
-``ltr`` stage. Nothing scores a query with a model that saw its judgments or chose its
-rounds on them.
-
-Folds: the collection's ``folds.tsv`` when it has one (crawl-derived sets: split by
-target page, so no page is trained and tested on), else a seeded split by query.
+``trawl eval --ranker ltr`` serves fold ``f``'s queries with the model trained on the other
+folds (and on every query of the ``train_with`` collections, less the evaluated one),
+through the normal ``ltr`` stage: nothing scores a query with a model that saw its
+judgments or chose its rounds on them. Folds come from ``folds.tsv`` when the collection has
+one (split by target page), else a seeded split by query.
 
 ``transfer`` is leave-one-collection-out: one model trained on the ``train_with``
-collections only, none of the evaluated one, scores all of its queries. It answers
-"what does a model trained elsewhere do on data like this?", which is the question a
-user's own crawl asks of the packaged model.
-
-Fold models are cached under the collection's evaluation cache, keyed by the training
-frames (which are keyed by the feature code), the folds and the parameters.
+collections only scores all of the evaluated one's queries, answering "what does a model
+trained elsewhere do on data like this?", the question a user's own crawl asks of the
+packaged model. Fold models are cached under the collection's evaluation cache, keyed by
+the training frames, the folds and the parameters.
 """
 
 from __future__ import annotations
@@ -35,6 +30,7 @@ from core.settings import Settings
 from rerank.features import SCHEMA
 from rerank.ltr import MODEL_FILE, LtrModel, model_id_of
 from training.datasets import BeirDataset
+from training.eval_index import cached_index
 from training.frames import beir_labels, collection_frame
 from training.train_ltr import LtrParams, collection_prefix, fit, query_folds
 
@@ -93,8 +89,6 @@ def fold_models(
     With ``transfer``, a single "fold" 0 holds every query and its model learns from the
     ``train_with`` collections only.
     """
-    from training.evaluate import cached_index
-
     params = params or dataclasses.replace(LtrParams(), seed=seed)
     # The evaluated collection among the mix would put its test fold into training.
     train_with = [r for r in train_with if Path(r).resolve() != dataset.root.resolve()]

@@ -1,30 +1,18 @@
 """PageRank over the crawl's link graph (pages and hosts), as an offline batch job.
 
 PageRank is a static signal: computed here over the whole graph, stored per document
-(``Document.pagerank``, then the index's doc values), and only read at query time as a
-feature. The algorithm is the textbook power iteration, written against a scipy sparse
-matrix so a graph of millions of edges is a handful of sparse products:
+(``Document.pagerank``, then the index's doc values) and only read at query time, as a
+feature. Textbook power iteration on a scipy sparse matrix, so a graph of millions of
+edges is a handful of sparse products::
 
     x ← d · (Mᵀx + (Σ dangling x) / n) + (1 - d) / n
 
-with damping ``d`` = 0.85, every dangling page's (no out-links) mass spread evenly over
-all pages, duplicate edges counted once, and a stop when the L1 change falls below
-``n · tol`` (networkx's criterion, so the two agree to ~1e-10; a test pins ≤ 1e-8).
-
-Stored values are scaled by ``n`` (mean 1): a probability shrinks as the collection
-grows, a ratio to the uniform page does not, so a model trained on one collection can
-read another's values.
-
-Example::
-
-    edges = LinkGraphStore(Path("data/links")).read_edges()     # src_url, dst_url, anchor_text
-    pages = url_pagerank(edges)                                   # url, pagerank (sum 1), pagerank_scaled
-    hosts = host_pagerank(edges)                                  # host, pagerank, pagerank_scaled
-    job = crawl_pagerank(Path("data/crawl"))                      # links in; page and host PageRank out
-    host_ranks(Path("data/crawl"))                                # {"python.org": 2.7, ...} (mean 1)
-
-Host PageRank is stored beside the pages' (``CrawlDir.pagerank_hosts``) but is not yet
-an LTR feature: adding a column to the feature schema retrains every model.
+with ``d`` = 0.85, every dangling page's mass spread evenly, duplicate edges counted once,
+and a stop when the L1 change falls below ``n · tol`` (networkx's criterion). Stored values
+are scaled by ``n`` (mean 1): a probability shrinks as the collection grows, a ratio to the
+uniform page does not, so a model trained on one collection can read another's values.
+Host PageRank is stored beside the pages' (``CrawlDir.pagerank_hosts``) but is not yet an
+LTR feature (DECISIONS 28). Entry points: :func:`crawl_pagerank`, :func:`host_ranks`.
 """
 
 from __future__ import annotations

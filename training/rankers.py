@@ -17,6 +17,7 @@ from typing import Protocol
 from core.errors import ConfigError
 from core.settings import Settings
 from core.types import Query, ScoredDoc
+from retrieval.index.layout import lexical_dir
 from retrieval.index.lexical import LexicalShard
 from training.datasets import BeirDataset, Qrels
 
@@ -34,8 +35,6 @@ class EvalContext:
     options: dict[str, str] = field(default_factory=dict)
 
     def lexical(self) -> LexicalShard:
-        from retrieval.index.layout import lexical_dir
-
         return LexicalShard(lexical_dir(self.index_dir, 0))
 
 

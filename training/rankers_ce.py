@@ -1,18 +1,15 @@
 """Cross-validation helpers for the cross-encoder over held-out LTR (the served ``ltr+ce`` stage).
 
-Both models are cross-validated on the same query folds (:func:`training.train_ltr.cv_splits`
-over the judged queries, as :func:`training.train_ltr.cross_validate` makes them): a
-query's LTR scores come from the LightGBM model of the fold that held it out, and its
-top ``RankSettings.reranker_top_n`` are reordered by a cross-encoder fine-tuned on the
-*other* folds' queries only. No query's judgments train either model that scores it.
+Both models are cross-validated on the same query folds (:func:`training.train_ltr.cv_splits`):
+a query's LTR scores come from the LightGBM model of the fold that held it out, and its top
+``RankSettings.reranker_top_n`` are reordered by a cross-encoder fine-tuned on the *other*
+folds' queries only. No query's judgments train either model that scores it.
 
-The head's order is ``w·z(ce) + (1 − w)·z(ltr)``. Whether to blend, and how much, is
-decided by cross-validation: for each fold, ``w`` (from a small grid; 1 is the
-cross-encoder alone, 0 the LTR order) is the one with the best nDCG@10 over the
-*other* folds' held-out queries, so a fold's own judgments never choose its weight.
-The report gives the chosen weights and, as a sensitivity check only, the four
-metrics of every grid weight (choosing among those would be choosing on the test
-queries).
+The head's order is ``w·z(ce) + (1 − w)·z(ltr)``; for each fold, ``w`` (from a small grid; 1
+is the cross-encoder alone, 0 the LTR order) is the one with the best nDCG@10 over the
+*other* folds' held-out queries, so a fold's own judgments never choose its weight. The
+report gives the chosen weights and, as a sensitivity check only, every grid weight's
+metrics (choosing among those would be choosing on the test queries).
 
 Cross-encoder scores are cached per dataset and parameters (``ce-scores-*.json``), so
 re-running with another weight does not retrain.

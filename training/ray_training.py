@@ -30,7 +30,9 @@ from core.atomic import write_with
 from core.jobs import cluster_cpus, import_ray
 from core.settings import Settings
 from core.types import DocId, Query
-from training.pagerank import DAMPING, MAX_ITERATIONS, TOLERANCE, PageRankResult, RankFn
+from retrieval.vectors.embed import Embedder
+from training.datasets import BeirDataset
+from training.pagerank import DAMPING, MAX_ITERATIONS, TOLERANCE, PageRankResult, RankFn, beir_pagerank
 
 # -- PageRank --------------------------------------------------------------------------------------
 
@@ -134,9 +136,8 @@ class FrameWorker:
     def __init__(
         self, dataset_dir: str, index_dir: str, settings: Settings, queries: dict[str, Query]
     ) -> None:
-        from training.datasets import BeirDataset
+        # lazy: tantivy and hnswlib, which the PageRank actors (this module too) never need
         from training.frames import beir_labels, open_retrieval
-        from training.pagerank import beir_pagerank
 
         self.dataset = BeirDataset.open(Path(dataset_dir))
         self.queries = queries
@@ -146,6 +147,7 @@ class FrameWorker:
         self.static = {d: {"pagerank": v} for d, v in pagerank.items()}
 
     def frame(self, qids: list[str], depth: int) -> pl.DataFrame:
+        # lazy: as in __init__
         from training.frames import build_frame
 
         return build_frame(
@@ -170,12 +172,11 @@ def ray_collection_frame(
 ) -> tuple[Path, pl.DataFrame]:
     """The training frame of a BEIR collection built on Ray, written where ``collection_frame``
     reads it (kept when already there); returns (path, frame)."""
+    # lazy: tantivy and hnswlib, which the PageRank actors (this module too) never need
     from retrieval.batch.ray_jobs import ray_encoder
-    from retrieval.vectors.backfill import backfill_index
-    from retrieval.vectors.embed import Embedder
-    from training.datasets import BeirDataset
-    from training.evaluate import cached_index, parse_queries
-    from training.frames import empty_frame, frame_cache_path
+    from retrieval.vectors.backfill import backfill_index  # lazy: as above
+    from training.eval_index import cached_index, parse_queries  # lazy: as above
+    from training.frames import empty_frame, frame_cache_path  # lazy: as above
 
     ray = import_ray()
     dataset = BeirDataset.open(dataset_dir)

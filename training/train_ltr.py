@@ -1,20 +1,18 @@
 """LightGBM lambdarank training with k-fold cross-validation by query, and the model card.
 
-Why by query: rows of one query are strongly correlated (same query terms, same
-judgments); splitting rows would let a model see a query's judgments and then be
-scored on it. Every split here is a partition of *query ids*. A collection that fixes
-its own folds (``folds.tsv``: crawl-derived sets, split by target page) keeps them in
-the outer split, so no page is trained and tested on, as ``trawl eval`` splits it.
+Why by query: rows of one query are strongly correlated (same terms, same judgments), so
+splitting rows would let a model see a query's judgments and then be scored on it. Every
+split here partitions *query ids*; a collection that fixes its own folds (``folds.tsv``,
+split by target page) keeps them in the outer split, as ``trawl eval`` splits it.
 
-Each fold ``f`` of ``k``: the test part is fold ``f``; the validation part (early
-stopping) is fold ``f + 1``; the model trains on the remaining ``k - 2`` folds. So the
-queries a fold's model is scored on never trained it nor chose its number of rounds.
-Across folds every query is scored exactly once, by a model that never saw it: the
-"held-out folds" run the harness reports. The deployable model is then trained on all
-queries with the mean best number of rounds of the folds.
+Each fold ``f`` of ``k``: fold ``f`` is the test part, fold ``f + 1`` the validation part
+(early stopping), and the model trains on the other ``k - 2``, so a fold's test queries
+never trained its model nor chose its number of rounds. Every query is scored once, by a
+model that never saw it: the "held-out folds" run the harness reports. The deployable model
+is then trained on all queries with the folds' mean best number of rounds.
 
-The model card (``card.json``) records data, features, parameters, per-fold metrics,
-date and code version (git revision, with ``+dirty`` when the tree has changes).
+The model card (``card.json``) records data, features, parameters, per-fold metrics, date
+and code version (git revision, with ``+dirty`` when the tree has changes).
 """
 
 from __future__ import annotations
@@ -41,7 +39,7 @@ from core.settings import Settings
 from core.types import DocId
 from rerank.features import SCHEMA
 from rerank.ltr import LtrModel, model_id_of, predict_mean
-from retrieval.query.service import AUTO_RANKERS, AUTO_REASONS
+from retrieval.query.served_rankers import AUTO_RANKERS, AUTO_REASONS
 from training.datasets import BeirDataset
 from training.frames import CollectionFrame, beir_labels, collection_frame
 from training.ir_metrics import METRICS, evaluate_run

@@ -1,20 +1,16 @@
 """Fine-tuning the cross-encoder reranker on judged query–document pairs.
 
 Starting point: the packaged MiniLM (``retrieval.vectors.embed.default_model_path``) with a
-fresh one-logit head. Pairs: each training query's judged positives (grade > 0, all of
-them, candidates or not) and hard negatives, the unjudged-or-zero candidates ranked
-highest by the first stage's reciprocal-rank fusion (the ``rrf`` feature; the LTR
-model's order would need a model trained on these very queries). Per query at most
-``positives_per_query`` positives and ``negatives_per_query`` negatives drawn at random
-from the top ``negative_pool``; when the total exceeds ``max_pairs`` pairs a uniform
-random subset is kept, so one epoch stays within a few minutes on 2 cores.
+fresh one-logit head. Pairs: each training query's judged positives (grade > 0) and hard
+negatives, the unjudged-or-zero candidates ranked highest by the first stage's reciprocal-rank
+fusion (the LTR order would need a model trained on these very queries). At most
+``positives_per_query`` and ``negatives_per_query`` per query, negatives drawn from the top
+``negative_pool``, and a uniform subset when over ``max_pairs``, so an epoch stays short.
 
-Loss: binary cross-entropy on the logit; AdamW with linear warm-up and decay; one
-epoch. Everything is seeded (head initialisation, sampling, batch order).
-
-A trained model is a directory: the ``CrossEncoder`` files plus ``card.json`` (data,
-parameters, pair counts, date, code version, training time), written to a temporary
-directory and renamed.
+Loss: binary cross-entropy on the logit; AdamW with linear warm-up and decay; one epoch;
+everything seeded. A trained model is a directory, the ``CrossEncoder`` files plus
+``card.json`` (data, parameters, pair counts, date, code version, training time), written
+to a temporary directory and renamed.
 """
 
 from __future__ import annotations
@@ -38,6 +34,10 @@ from core.settings import Settings
 from core.types import DocId
 from rerank.cross_encoder import CARD, CrossEncoderReranker, document_text
 from rerank.model_card import write_card
+from retrieval.index.layout import lexical_dir
+from retrieval.index.lexical import LexicalShard
+from retrieval.vectors.embed import default_model_path
+from training.eval_index import cached_index
 
 if TYPE_CHECKING:
     from training.train_ltr import ProgressFn as PooledProgressFn
@@ -217,7 +217,8 @@ def model_card(
     params: RerankerParams,
     stats: Mapping[str, Any],
 ) -> dict[str, Any]:
-    from training.train_ltr import code_version  # LightGBM: not needed to load or fine-tune a reranker
+    # lazy: loads LightGBM, which loading or fine-tuning a reranker never needs
+    from training.train_ltr import code_version
 
     return {
         "name": name,
@@ -245,10 +246,7 @@ def train_reranker_on_collections(
     Returns the model and its card (save both with :func:`save_reranker`). Documents
     are read from each collection's cached evaluation index.
     """
-    from retrieval.index.layout import lexical_dir
-    from retrieval.index.lexical import LexicalShard
-    from retrieval.vectors.embed import default_model_path
-    from training.evaluate import cached_index
+    # lazy: loads LightGBM, which loading or fine-tuning a reranker never needs
     from training.train_ltr import collection_prefix, pool_collections
 
     started = time.perf_counter()

@@ -7,10 +7,10 @@ from typing import Annotated, Literal
 from fastapi import APIRouter, Body, Query, Request
 from pydantic import BaseModel, Field
 
+from api.crawl_data import crawl_dir
 from api.deps import SearchDep
 from api.params import StrictParams
 from api.protection import AdminDep
-from api.routes.crawl import crawl_dir
 from core.blocklist import BlockList, BlockRule, block
 from core.crawldir import CrawlDir
 from core.errors import ManifestError, NothingToRollBack, QueryError, UnknownGeneration

@@ -9,60 +9,23 @@ from __future__ import annotations
 
 import dataclasses
 import time
-from pathlib import Path
 from typing import Annotated, Any
 
 from fastapi import APIRouter, Body, Query, Request
 from pydantic import BaseModel, Field
 
+from api.crawl_data import crawl_dir, inspection
 from api.deps import SearchDep
 from api.params import StrictParams
 from api.protection import AdminDep
 from core.crawldir import CrawlDir
-from core.errors import ConfigError, QueryError
-from crawl.run.inspect import inspect_url
+from crawl.frontier.interface import open_store
+from crawl.state.fleet import crawl_status as fleet_status
 from crawl.state.host_health import host_health
+from crawl.state.records import NewUrl
 from crawl.urls import canonicalize_url, host_of
 
 router = APIRouter(dependencies=[StrictParams])
-
-
-def crawl_dir(request: Request) -> Path:
-    path = request.app.state.settings.api.crawl_data
-    if path is None:
-        raise ConfigError("No crawl data directory is configured; set TRAWL_API__CRAWL_DATA=DIR.")
-    return Path(path)
-
-
-def inspection(request: Request, service: Any, url: str) -> dict[str, Any]:
-    """What the crawl and the serving index know about ``url`` (shared with the web page)."""
-    if not url.strip() or len(url) > 4096:
-        raise QueryError("Give a URL of at most 4096 characters, like ?url=https://example.org/page.")
-    canonical = canonicalize_url(url)
-    if not canonical:
-        raise QueryError(f"{url!r} is not a URL Trawl can crawl (http or https, with a host).")
-    crawl_path = request.app.state.settings.api.crawl_data
-    report: dict[str, Any] = {"url": url, "canonical_url": canonical}
-    if crawl_path is not None:
-        crawl = request.app.state.settings.crawl
-        found = inspect_url(
-            url, Path(crawl_path), user_agent=crawl.user_agent, frontier_url=crawl.frontier_url
-        )
-        report.update(
-            {
-                "robots": found.robots,
-                "state": found.state,
-                "history": list(found.history),
-                "dup_of": found.dup_of,
-                "cluster": list(found.cluster),
-            }
-        )
-    located = service.locate_url(canonical)
-    report["indexed"] = located is not None
-    report["generation"] = service.generation.id
-    if located is not None:
-        report["doc_id"], report["shard"] = str(int(located[0])), located[1]
-    return report
 
 
 @router.get("/v1/inspect", tags=["crawl"])
@@ -93,9 +56,6 @@ class SeedsResult(BaseModel):
 
 @router.post("/v1/crawl/seeds", response_model=SeedsResult, tags=["admin"])
 def add_seeds(request: Request, _admin: AdminDep, body: Annotated[SeedsRequest, Body()]) -> SeedsResult:
-    from crawl.frontier.interface import open_store
-    from crawl.state.sqlite import NewUrl
-
     queued: list[str] = []
     rejected: dict[str, str] = {}
     inserts = []
@@ -125,8 +85,6 @@ def crawl_status(request: Request, _admin: AdminDep) -> dict[str, Any]:
     On a PostgreSQL frontier (``TRAWL_CRAWL__FRONTIER_URL``) that is the fleet: workers
     alive, pages/s over the last minute, backlog and errors by class (``crawl.state.fleet``).
     """
-    from crawl.state.fleet import crawl_status as fleet_status
-
     path = crawl_dir(request)
     frontier_url = request.app.state.settings.crawl.frontier_url
     status = fleet_status(path, frontier_url)

@@ -5,31 +5,14 @@
 ``[a-zA-Z0-9-]``) proves the sender controls the host: ``{scheme}://{host}/{key}.txt``
 (or ``keyLocation`` on the same host) must answer 200 with a body containing the key.
 That file is fetched here, before anything is queued, through the crawler's own client
-and address guard (``crawl.fetch.fetcher.make_client``, ``crawl.fetch.guard``): loopback and private
-addresses only where the crawl settings allow them, a short timeout, a size cap, no
-redirects. So a notification is answered 200 only once verified and queued; never 202.
+and address guard (``crawl.fetch``): a short timeout, a size cap, no redirects. So a
+notification is answered 200 only once verified and queued; never 202.
 
-Accepted URLs are queued in the crawl database ahead of everything the crawl found
-itself (``PUSH_PRIORITY``; known fetched pages become pending again), and the next
-crawl round (``trawl run``, ``trawl crawl``) fetches them under robots and politeness.
-
-Only sites the crawl covers are taken: with the crawl scope ``host`` (the default) the
-crawl must already hold URLs of the notified host; with ``domain``, of that host or a
-domain above it; ``any`` takes every host. This is checked before the key file is
-fetched, so a stranger can neither add a site the operator never chose nor make Trawl
-fetch from an arbitrary host.
-
-Answers: 200 queued; 400 malformed (fields, URL, key format); 403 key not valid; 422 a
-URL or the key location not of the host, or a host the crawl does not cover; 429 over ``PER_HOST_PER_MINUTE``
-notifications from one host, or over ``KEY_CHECKS_PER_HOST_PER_MINUTE`` key-file fetches;
-404 when no crawl data directory is configured (not offered).
-
-Two throttles, so that nobody but the site can spend its quota: a key once verified is
-remembered for ``VERIFIED_KEY_TTL_S`` (its notifications fetch nothing), and only verified
-notifications count against the host's ``PER_HOST_PER_MINUTE``. Notifications with a key
-not verified lately each cost one key-file fetch from the host, at most
-``KEY_CHECKS_PER_HOST_PER_MINUTE`` a minute: forged keys can use those up (the price of
-not fetching without limit on a stranger's word), never the site's own quota.
+Only sites the crawl covers are taken, checked before the key file is fetched
+(DECISIONS 43). Accepted URLs are queued ahead of everything the crawl found itself
+(``PUSH_PRIORITY``), and the next crawl round fetches them under robots and politeness.
+Two throttles (``_throttle``, ``_key_checks``) keep anyone but the site from spending
+its quota.
 """
 
 from __future__ import annotations
@@ -63,7 +46,7 @@ from core.settings import CrawlSettings
 from crawl.fetch.fetcher import make_client
 from crawl.fetch.guard import AddressGuard, DnsCache, system_resolver
 from crawl.frontier.interface import CrawlStore, open_store
-from crawl.state.sqlite import NewUrl
+from crawl.state.records import NewUrl
 from crawl.urls import canonicalize_url, host_of
 
 router = APIRouter(dependencies=[StrictParams])
@@ -107,11 +90,14 @@ class _Throttle:
 
 
 _throttle = _Throttle(PER_HOST_PER_MINUTE)
-"""Verified notifications per host."""
+"""Verified notifications per host: only those count against the host's quota, so that
+nobody but the site can spend it."""
 _key_checks = _Throttle(KEY_CHECKS_PER_HOST_PER_MINUTE)
-"""Key-file fetches per host: what a notification with an unverified key costs the host."""
+"""Key-file fetches per host: what a notification with a key not verified lately costs.
+Forged keys can use these up (the price of not fetching without limit on a stranger's
+word), never the site's own quota."""
 _verified: TTLCache[tuple[str, str], bool] = TTLCache(maxsize=10_000, ttl=VERIFIED_KEY_TTL_S)
-"""(key file URL, key) pairs that answered with the key lately."""
+"""(key file URL, key) pairs that answered with the key lately: their notifications fetch nothing."""
 _verified_lock = threading.Lock()
 
 
@@ -237,6 +223,14 @@ def _refuse_hosts_not_crawled(path: Path, settings: CrawlSettings, hosts: set[st
 async def _accept(
     request: Request, host: str, key: str, key_location: str | None, urls: list[str]
 ) -> dict[str, Any]:
+    """Check, verify and queue one notification (known fetched pages become pending again).
+
+    Answers: 200 queued; 400 malformed (fields, URL, key format); 403 key not valid; 422 a
+    URL or the key location not of the host, or a host the crawl does not cover; 429 over
+    ``PER_HOST_PER_MINUTE`` notifications from one host, or over
+    ``KEY_CHECKS_PER_HOST_PER_MINUTE`` key-file fetches; 404 when no crawl data directory
+    is configured (not offered).
+    """
     path = _crawl_dir(request)
     canonical, key_url = _checked(host, key, key_location, urls)
     name = _split_host(host)[0]

@@ -8,11 +8,11 @@ from fastapi import APIRouter, Query, Request, Response
 
 from api import metrics
 from api.deps import SearchDep, in_search_thread
+from api.experiments import search_with_experiments
 from api.params import StrictInt, StrictParams
-from api.routes import experiments
 from api.schemas import ErrorModel, SearchResponseModel
 from core.errors import QueryError
-from core.types import SearchResponse
+from retrieval.query.request import SearchRequest
 
 router = APIRouter(dependencies=[StrictParams])
 
@@ -56,28 +56,21 @@ async def search(
     if cursor is None and q is None:
         raise QueryError("Parameter 'q' is required (or 'cursor' to continue a search).")
 
-    def search_page(chosen: str | None, number: int | None) -> SearchResponse:
-        return service.search(
-            q,
-            page=number,
-            size=size,
-            ranker=chosen,
-            cursor=cursor,
-            explain=explain,
-            site=site,
-            lang=lang,
-            filetype=filetype,
-            spell=spell,
-        )
+    search = SearchRequest(
+        q,
+        page=page,
+        size=size,
+        ranker=ranker,  # an explicit ranker is logged outside any experiment
+        cursor=cursor,
+        explain=explain,
+        site=site,
+        lang=lang,
+        filetype=filetype,
+        spell=spell,
+    )
 
     def run() -> Response:
-        outcome = experiments.search_with_experiments(
-            request,
-            lambda chosen: search_page(chosen, page),
-            forced_ranker=ranker,  # an explicit ?ranker= is logged outside any experiment
-            # A cursor continues one ranker's list: it has no pages of the other to merge.
-            search_page=search_page if cursor is None else None,
-        )
+        outcome = search_with_experiments(request, service, search)
         response = outcome.response
         metrics.record_search(response, entry="api")
         http = Response(

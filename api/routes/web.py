@@ -8,12 +8,13 @@ can never run, and a Content-Security-Policy forbids scripts on every page anywa
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import math
 import weakref
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Annotated, Any, TypedDict
+from typing import Annotated, Any
 from urllib.parse import urlencode, urlsplit
 
 from fastapi import APIRouter, Depends, Query, Request
@@ -23,18 +24,21 @@ from fastapi.templating import Jinja2Templates
 from markupsafe import Markup
 
 from api import metrics
+from api.crawl_data import inspection
 from api.deps import SearchDep, in_search_thread
+from api.experiments import ExperimentOutcome, get_runtime, search_with_experiments
 from api.explain_view import explain_view
+from api.live import live_status
 from api.params import parse_doc_id, parse_int
-from api.routes import experiments
-from api.routes.health import live_status
 from api.web_format import HOST_COLUMNS, STATE_LABELS, readable
 from core.errors import BadClick, ConfigError, DocumentNotFound, QueryError, UnknownImpression
-from core.types import DocId, SearchResponse
+from core.types import DocId
+from crawl.state.host_health import host_health
 from retrieval.index.generation import Generation
-from retrieval.query.broker import LocalShard
 from retrieval.query.explain import bm25_breakdown
+from retrieval.query.request import SearchRequest
 from retrieval.query.service import SearchService
+from retrieval.query.shard_backend import LocalShard
 
 logger = logging.getLogger(__name__)
 WEB = Path(__file__).resolve().parent.parent / "web"
@@ -79,12 +83,6 @@ def _example_host(service: SearchService) -> str:
     return host
 
 
-class SearchFilters(TypedDict):
-    site: str | None
-    lang: str | None
-    filetype: str | None
-
-
 @dataclass(frozen=True, slots=True)
 class PageQuery:
     """The query and filters that the search and explain pages share and carry in their links.
@@ -109,9 +107,15 @@ class PageQuery:
         return {k: v for k, v in self.filters.items() if v}
 
     @property
-    def search_filters(self) -> SearchFilters:
-        """The filters as ``service.search`` keywords (None where unset)."""
-        return {"site": self.site or None, "lang": self.lang or None, "filetype": self.filetype or None}
+    def search(self) -> SearchRequest:
+        """The search these values ask for (None where unset); pages and options are the caller's."""
+        return SearchRequest(
+            self.q,
+            ranker=self.ranker or None,
+            site=self.site or None,
+            lang=self.lang or None,
+            filetype=self.filetype or None,
+        )
 
 
 async def page_query(
@@ -155,27 +159,14 @@ def _render_search_page(
         **query.filters,
     }
     status = 200
-    outcome: experiments.ExperimentOutcome | None = None
+    outcome: ExperimentOutcome | None = None
     if q.strip():
         try:
             number = parse_int(page, "page", 1, service.settings.max_page)
-
-            def search_page(chosen: str | None, page_number: int) -> SearchResponse:
-                return service.search(
-                    q,
-                    page=page_number,
-                    size=service.settings.default_page_size,
-                    ranker=chosen,
-                    spell=spelling,
-                    **query.search_filters,
-                )
-
-            outcome = experiments.search_with_experiments(
-                request,
-                lambda chosen: search_page(chosen, number),
-                forced_ranker=query.ranker or None,
-                search_page=search_page,
+            search = dataclasses.replace(
+                query.search, page=number, size=service.settings.default_page_size, spell=spelling
             )
+            outcome = search_with_experiments(request, service, search)
             response = outcome.response
             metrics.record_search(response, entry="web")
         except QueryError as exc:
@@ -252,19 +243,14 @@ def explain_page(
         per_page = min(EXPLAIN_DEPTH, service.settings.max_page_size)
         for result_page in range(1, EXPLAIN_DEPTH // per_page + 1):
             response = service.search(
-                q,
-                page=result_page,
-                size=per_page,
-                ranker=query.ranker or None,
-                explain=True,
-                **query.search_filters,
+                dataclasses.replace(query.search, page=result_page, size=per_page, explain=True)
             )
             hit = next((h for h in response.hits if int(h.doc_id) == wanted), None)
             if hit is not None or len(response.hits) < per_page:
                 break
         if hit is not None:
             info = hit.explain or {}
-            parsed = service.parse(q, **query.search_filters)
+            parsed = service.parse(query.search)
             shard = int(info.get("shard") or 0)
             breakdown = bm25_breakdown(service.generation.broker, parsed, hit.doc_id, shard)
             context["hit"] = hit
@@ -284,8 +270,6 @@ def inspect_page(
     context: dict[str, Any] = {"url": url, "rows": [], "history": [], "error": None}
     status = 200
     if url.strip():
-        from api.routes.crawl import inspection
-
         try:
             report = inspection(request, service, url)
         except (QueryError, ConfigError) as exc:
@@ -321,8 +305,6 @@ def _host_cell(name: str, value: Any) -> tuple[str, bool]:
 
 @router.get("/hosts", response_class=HTMLResponse)
 def hosts_page(request: Request) -> HTMLResponse:
-    from crawl.state.host_health import host_health
-
     crawl_data = request.app.state.settings.api.crawl_data
     context: dict[str, Any] = {"hosts": [], "error": None, "columns": list(HOST_COLUMNS.values())}
     if crawl_data is None:
@@ -359,7 +341,7 @@ def click_redirect(
     doc = service.document(DocId(doc_id))
     if doc is None or _safe_href(doc.url) is None:
         raise DocumentNotFound(f"No document {d} in generation {service.generation.id}.")
-    runtime = experiments.get_runtime(request)
+    runtime = get_runtime(request)
     if runtime is not None:
         try:
             runtime.record_click(impression_id=i, doc_id=doc_id, position=position)

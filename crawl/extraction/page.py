@@ -1,20 +1,18 @@
 """HTML to a parsed page: text for the index, links for the frontier, directives for the loop.
 
-selectolax (lexbor) parses ~900 pages/s per core here, 3× resiliparse's main-content
-extraction and 45× trafilatura (``shared/PERFORMANCE.md``), so boilerplate removal is
-done with cheap structural rules instead: links are taken from the whole page first
-(navigation links are real links), then navigation, headers, footers, asides, forms,
-scripts and styles are removed and the text of ``<main>``/``<article>`` (or the body)
-is kept. lexbor follows the HTML5 parsing algorithm, so broken markup parses the way
-a browser would.
+selectolax (lexbor) parses many times faster than main-content extractors (DECISIONS 56,
+``docs/performance.md``), so boilerplate removal is done with cheap structural rules
+instead: links are taken from the whole page first (navigation links are real links),
+then navigation, headers, footers, asides, forms, scripts and styles are removed and the
+text of ``<main>``/``<article>`` (or the body) is kept. lexbor follows the HTML5 parsing
+algorithm, so broken markup parses the way a browser would.
 
 Text keeps inline markup together: ``<span>asyncio.</span><span>set_event_loop</span>``
 reads ``asyncio.set_event_loop`` as a browser shows it. lexbor's ``text()`` knows no
-block/inline distinction, so before parsing one regex pass (C speed, no per-node
-Python) puts a space in front of every block-level tag; text is then joined with no
-separator and whitespace runs collapse. Permalink anchors (Sphinx's ``a.headerlink``
-"¶", GitHub-style heading anchors) are removed with the boilerplate, and stray
-permalink glyphs are dropped from the text.
+block/inline distinction, so one regex pass before parsing puts a space in front of every
+block-level tag; text is then joined with no separator and whitespace runs collapse.
+Permalink anchors (Sphinx's ``a.headerlink``, GitHub-style heading anchors) go with the
+boilerplate, and stray permalink glyphs are dropped from the text.
 """
 
 from __future__ import annotations

@@ -1,25 +1,18 @@
 """Page parsing off the event loop, in a process pool, with a time budget per page.
 
 Sniffing, decoding and lexbor parsing are CPU work; on the event loop one slow page
-freezes every fetch on every host (lexbor is quadratic in nesting depth: 200,000
-nested ``<div>`` took 107 s). So a page is handed to a pool of processes sized to the
-cores (spawned, so no fork of a loop with open sockets and threads), and bounded twice:
+freezes every fetch on every host (lexbor is quadratic in nesting depth; DECISIONS 23).
+So a page goes to a pool of spawned processes sized to the cores, and is bounded twice:
 
 * before lexbor sees it, ``limit_depth`` cuts the document where element nesting
   passes ``max_html_depth`` (a linear scan of the tags), which bounds lexbor's work;
 * the parent waits at most ``parse_timeout_s``; a page over it raises ``ParseTimeout``
-  (the crawl records it and does not retry), and the pool is rebuilt, because a worker
-  stuck in C code cannot be interrupted; the other pages that were in that pool are
-  parsed again in the new one.
+  (recorded, not retried) and the pool is rebuilt, because a worker stuck in C code cannot
+  be interrupted; the other pages in that pool are parsed again in the new one.
 
-Submissions are limited to one per worker process, so the budget measures parsing,
-not waiting behind other pages.
-
-A small page (at most ``INLINE_MAX_TAGS`` ``<``) is parsed inline instead: its worst
-case at any nesting is a few milliseconds, while a trip through the pool costs the
-parent as much CPU as parsing it (pickling both ways, ~0.45 ms for a 3 kB page on the
-crawl benchmark) plus the worker's own, and the workers themselves (spawned, each
-importing the crawler) are only started when a large page first needs one.
+One submission per worker process, so the budget measures parsing, not waiting. A small
+page (at most ``INLINE_MAX_TAGS`` ``<``) is parsed inline: the pool trip would cost the
+parent as much CPU as parsing it. Workers start when a large page first needs one.
 """
 
 from __future__ import annotations

@@ -35,12 +35,12 @@ class SitemapEntries:
 
 
 def parse_lastmod(text: str) -> float | None:
-    """A W3C datetime (``2024``, ``2024-05``, ``2024-05-01``, ``2024-05-01T12:30:00Z``, with
+    """A W3C datetime (``YYYY``, ``YYYY-MM``, ``YYYY-MM-DD``, ``YYYY-MM-DDThh:mm:ssZ``, with
     an offset or fractions) in Unix seconds; UTC where no offset is given; None if unreadable.
 
     Sitemaps' ``<lastmod>`` and pages' date metadata (``crawl.extraction.page``) use this format.
 
-    >>> parse_lastmod("2024-01-01")
+    >>> parse_lastmod("2024-01-01")  # date-format example
     1704067200.0
     >>> parse_lastmod("2024-01-01T01:00:00+01:00")
     1704067200.0

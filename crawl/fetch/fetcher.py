@@ -1,28 +1,18 @@
 """The guarded HTTP fetcher: one pooled ``httpx.AsyncClient``, caps enforced while streaming.
 
-Redirects are followed by hand so that every hop is checked: the address guard on
-every hop, and the caller's ``hop_check`` (scope, robots) for same-origin hops. A
-redirect to another origin is not followed inline: it is returned as ``redirect_to``
-and the crawl loop puts the target in the frontier, where it waits for its own host's
-politeness slot and robots rules (Nutch does the same). That keeps "one request in
-flight per host" true even for redirects. robots.txt is the exception RFC 9309 makes
-(its redirects are followed across authorities): a hop to another host waits for that
-host's slot through the caller's ``host_gate``.
+Redirects are followed by hand so that every hop is checked: the address guard on every
+hop, the caller's ``hop_check`` (scope, robots) on same-origin hops. A redirect to another
+origin is returned as ``redirect_to`` and goes through the frontier, to wait for its own
+host's politeness slot and robots rules (as in Nutch), so "one request in flight per host"
+holds for redirects too; robots.txt, whose redirects RFC 9309 follows across authorities,
+waits for the other host's slot through ``host_gate``. A redirect loop, a chain over
+``max_redirects`` or a ``Location`` the crawler cannot follow is a permanent ``FetchError``.
 
-For plain HTTP the request goes to the IP address the guard approved, with the
-``Host`` header set, so a DNS answer cannot change between the check and the connect
-and the DNS cache saves a lookup per connection. For HTTPS the same address is pinned
-for the connection pool's network backend (``crawl.fetch.pinning``), which connects to it
-while TLS checks the host name.
-
-Bodies are read raw and decoded here (``crawl.fetch.decoding``), so the size cap applies to
-the decoded bytes of any Content-Encoding stack, not only to what came over the wire.
-
-A redirect loop or a chain longer than ``max_redirects`` is permanent (``FetchError``
-with a permanent kind), and so is a ``Location`` the crawler cannot follow
-(``javascript:``, ``file:``, garbage): the URL is not asked again.
-
-Fetching is stateless: no cookie is kept or sent (:class:`StatelessClient`).
+Connections go to the address the guard approved (plain HTTP: that IP with a ``Host``
+header; HTTPS: pinned in the pool's network backend, ``crawl.fetch.pinning``), so a DNS
+answer cannot change between check and connect. Bodies are read raw and decoded here
+(``crawl.fetch.decoding``), so the size cap applies to the decoded bytes of any
+Content-Encoding stack. No cookie is kept or sent (:class:`StatelessClient`).
 """
 
 from __future__ import annotations

@@ -2,10 +2,9 @@
 
 A link (or a redirect) to ``http://169.254.169.254/`` or ``http://localhost:6379/``
 would otherwise let any web page make the crawler talk to internal services. Every
-host is resolved here, every address checked, and for plain HTTP the fetcher then
-connects to the address that was checked (so a DNS answer cannot change between the
-check and the connection); for HTTPS the connection pool's network backend
-(``crawl.fetch.pinning``) connects to the vetted address while TLS checks the host name.
+host is resolved here and every address checked; the fetcher then connects to the
+checked address (``crawl.fetch.pinning`` for HTTPS), so DNS cannot change the answer
+between check and connection.
 
 What is refused unless allowed:
 

@@ -22,7 +22,7 @@ from collections.abc import Callable
 from typing import Protocol
 
 from core.errors import FetchError, FetchFailure
-from crawl.frontier.sqlite import Feedback
+from crawl.frontier.leases import Feedback
 from crawl.urls import host_of
 
 __all__ = ["HostSlots", "SlotLender"]

@@ -1,7 +1,7 @@
 """The frontier interface and its two backends: SQLite (one process, the default), PostgreSQL (a fleet).
 
-Two contracts, both structural (``typing.Protocol``), so the SQLite classes satisfy them
-as they are:
+Two contracts, both structural (``typing.Protocol``), so the classes satisfy them as they
+are (what each pair shares lives in ``crawl.state.base`` and ``crawl.frontier.base``):
 
 * ``CrawlStore``: the crawl database as the crawl loop, the seen filter, robots.txt
   and the dashboards use it (``crawl.state.sqlite.CrawlDb``, ``crawl.state.postgres.PgCrawlDb``).
@@ -23,11 +23,14 @@ from typing import Any, Protocol
 from core.crawldir import CrawlDir
 from core.settings import CrawlSettings
 from crawl.extraction.dedup import ContentClaim, DupVerdict
+from crawl.frontier.leases import Batch, Feedback, Lease
+from crawl.frontier.postgres import PgFrontier
 from crawl.frontier.seen import SeenUrls
-from crawl.frontier.sqlite import Batch, Feedback, Frontier, Lease
+from crawl.frontier.sqlite import Frontier
 from crawl.frontier.tiers import Importance
 from crawl.state.postgres import PgCrawlDb, is_postgres_url
-from crawl.state.sqlite import CrawlDb, HostHealth, HostState, NewUrl, UrlUpdate
+from crawl.state.records import HostHealth, HostState, NewUrl, UrlUpdate
+from crawl.state.sqlite import CrawlDb
 
 __all__ = ["CrawlStore", "FrontierApi", "is_postgres_url", "open_frontier", "open_store"]
 
@@ -118,8 +121,6 @@ def open_frontier(
 ) -> FrontierApi:
     """The frontier for the store's engine, configured from ``settings``."""
     if isinstance(store, PgCrawlDb):
-        from crawl.frontier.postgres import PgFrontier
-
         return PgFrontier.from_settings(
             settings, store, seen, count_existing_pages=count_existing_pages, worker_id=worker_id
         )

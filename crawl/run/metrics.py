@@ -1,27 +1,10 @@
 """Prometheus metrics of one crawl worker, served on ``trawl crawl --metrics-port``.
 
 Read at scrape time from what the crawl already counts, so the numbers a scrape shows
-are the numbers the crawl's summary prints, and the crawl loop pays nothing per URL:
-
-* ``trawl_crawl_fetches_total{outcome}``: handled URLs by outcome class — HTTP status
-  class (``2xx`` … ``5xx``), ``dns``, ``timeout``, ``tls``, ``connect``, ``robots_blocked``,
-  ``guard_refused``, ``other``.
-* ``trawl_crawl_exchanges_total`` and ``trawl_crawl_bytes_total``: HTTP exchanges
-  (robots.txt and sitemaps included) and their body bytes.
-* ``trawl_crawl_frontier_backlog``: pending URLs; ``trawl_crawl_in_flight``.
-* ``trawl_crawl_errors_total{kind}``: fetch errors by kind.
-* ``trawl_crawl_duplicates_total``: pages found to duplicate an indexed one.
-* ``trawl_crawl_pages_total``: HTML pages parsed.
-* ``trawl_crawl_fetch_seconds{host}``: a histogram of exchange latency per host (the
-  ``max_hosts`` first hosts by name; the rest under ``host="other"``, so a crawl of
-  millions of hosts does not make millions of series).
-* ``trawl_crawl_discovered_total``: URLs the crawl found that the frontier did not know.
-* ``trawl_crawl_recrawl_lag_seconds``: a histogram of how late each refetch of a known
-  page came, from when it was due (its next-fetch time, or its sitemap's newer
-  ``<lastmod>``) to the request: a recrawl falling behind shows as a growing lag.
-
-The latency and discovery figures come from the loop's per-fetch hook (``FetchObserver``,
-passed to ``Crawler(observer=...)``): a few integer increments per exchange.
+are the numbers the crawl's summary prints, and the crawl loop pays nothing per URL. The
+latency and discovery figures come from the loop's per-fetch hook (``FetchObserver``,
+passed to ``Crawler(observer=...)``): a few integer increments per exchange. The series
+are listed on :class:`CrawlMetrics`.
 """
 
 from __future__ import annotations
@@ -137,7 +120,25 @@ def fetch_outcome_class(outcome_key: str) -> str:
 
 
 class CrawlMetrics(Collector):
-    """Collects a crawl's live ``CrawlStats`` at each scrape, into a registry of its own."""
+    """Collects a crawl's live ``CrawlStats`` at each scrape, into a registry of its own.
+
+    * ``trawl_crawl_fetches_total{outcome}``: handled URLs by outcome class — HTTP status
+      class (``2xx`` … ``5xx``), ``dns``, ``timeout``, ``tls``, ``connect``, ``robots_blocked``,
+      ``guard_refused``, ``other``.
+    * ``trawl_crawl_exchanges_total`` and ``trawl_crawl_bytes_total``: HTTP exchanges
+      (robots.txt and sitemaps included) and their body bytes.
+    * ``trawl_crawl_frontier_backlog``: pending URLs; ``trawl_crawl_in_flight``.
+    * ``trawl_crawl_errors_total{kind}``: fetch errors by kind.
+    * ``trawl_crawl_duplicates_total``: pages found to duplicate an indexed one.
+    * ``trawl_crawl_pages_total``: HTML pages parsed.
+    * ``trawl_crawl_fetch_seconds{host}``: a histogram of exchange latency per host (the
+      ``max_hosts`` first hosts by name; the rest under ``host="other"``, so a crawl of
+      millions of hosts does not make millions of series).
+    * ``trawl_crawl_discovered_total``: URLs the crawl found that the frontier did not know.
+    * ``trawl_crawl_recrawl_lag_seconds``: a histogram of how late each refetch of a known
+      page came, from when it was due (its next-fetch time, or its sitemap's newer
+      ``<lastmod>``) to the request: a recrawl falling behind shows as a growing lag.
+    """
 
     def __init__(
         self,

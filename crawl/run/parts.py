@@ -8,13 +8,8 @@ checking each for ``None`` afterwards. And the parts that touch the network can 
 supplied: an ``httpx.AsyncBaseTransport`` (recording, fault-injecting, a proxy) or a
 ready ``httpx.AsyncClient`` goes to the fetcher, a ``Resolver`` to the address guard.
 
-Example::
-
-    parts = CrawlerParts.open(CrawlDir(data), settings, transport=httpx.AsyncHTTPTransport(retries=1))
-    try:
-        ...
-    finally:
-        await parts.aclose()
+Example: ``parts = CrawlerParts.open(CrawlDir(data), settings, transport=transport)``, then
+``await parts.aclose()`` when the run ends.
 """
 
 from __future__ import annotations

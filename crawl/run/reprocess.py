@@ -3,18 +3,16 @@
 The crawler writes every response to WARC (``crawl.run.warc``) before it parses it, so a
 change to extraction, dedup or document fields can be applied to an existing crawl:
 
-- :func:`reprocess` reads every response record of ``DIR/warc`` in the order it was
-  written (files by name, records in order), runs parse, extract and dedup on each as
-  the crawl loop does, and replaces ``DIR/docs`` and ``DIR/links`` with the result
-  (each built beside its target and swapped in, ``core.atomic``). The crawl database
-  is read, never written: it says which canonical targets the crawl knew (in scope).
+- :func:`reprocess` runs parse, extract and dedup, as the crawl loop does, on every
+  response record of ``DIR/warc`` in the order written, and swaps in new ``DIR/docs`` and
+  ``DIR/links`` (``core.atomic``). The crawl database is read, never written: it says which
+  canonical targets the crawl knew (in scope).
 - :func:`replay` does the same for one URL's latest stored response and returns the
   document it yields, for comparison with the stored one (``trawl replay``).
 
-The stored records carry the body as it came over the wire; ``crawl.run.warc.read_responses``
-decodes it with the crawl's page cap, so the parser sees what it saw during the crawl
-and a reprocess reproduces what the crawl would derive now. Revisit records (a recrawl
-that found the same payload) add nothing: their payload is the original's.
+Bodies are decoded with the crawl's page cap (``crawl.run.warc.read_responses``), so the
+parser sees what it saw during the crawl. Revisit records (a recrawl that found the same
+payload) add nothing: their payload is the original's.
 """
 
 from __future__ import annotations

@@ -1,28 +1,18 @@
 """Raw responses to WARC files (ISO 28500, WARC/1.1), gzip per record; warcio reads them.
 
-Per-record gzip lets a reader seek to any record (CDX indexes store offsets) and
-means a crash loses at most the record being written. A new file is started per
-process run and when a file passes ``max_file_bytes``, so a resumed crawl never
-appends to a file that may end in a torn record.
+Per-record gzip lets a reader seek to any record (CDX indexes store offsets), and a crash
+loses at most the record being written. A new file starts per process run and past
+``max_file_bytes``, so a resumed crawl never appends to a file that may end torn.
 
-What an archive needs, written per exchange:
+Per exchange: a ``response`` record with the body as it came over the wire (encoding as
+sent, chunking undone, at most the page cap) and its payload and block digests; or a
+``revisit`` instead when the URL's archive already has that payload
+(``identical-payload-digest``) or the server answered 304 (``server-not-modified``), naming
+the original response; and a ``request`` record beside it (``WARC-Concurrent-To``). Header
+lines are archived as they came, less the framing headers the payload no longer has.
 
-* a ``response`` record whose payload is the body as it came over the wire
-  (``Content-Encoding`` as sent, chunking undone, at most the page cap) with the
-  ``WARC-Payload-Digest`` of those bytes and the ``WARC-Block-Digest`` of the record;
-* a ``revisit`` record instead when the payload is one this URL already has in the
-  archive (profile ``identical-payload-digest``) or the server answered 304
-  (``server-not-modified``), with ``WARC-Refers-To-Target-URI``/``-Date``/``WARC-Refers-To``
-  naming the original response; the originals are found by reading the records
-  already under ``history`` (every worker's folder) the first time one is needed;
-* a ``request`` record beside it (``WARC-Concurrent-To``).
-
-The HTTP header lines are archived as they came (names in their case, values byte for
-byte), less the framing headers the stored payload no longer has.
-
-Readers get decoded bodies from :func:`read_responses`, which undoes the
-Content-Encoding with the crawl's cap (``crawl.fetch.decoding``): warcio's own
-``content_stream`` would decode without a limit.
+Readers get decoded bodies from :func:`read_responses`, capped (``crawl.fetch.decoding``):
+warcio's own ``content_stream`` would decode without a limit.
 """
 
 from __future__ import annotations
@@ -269,15 +259,11 @@ class WarcSink:
         """Bytes written to ``_file``: what ``tell()`` says, without its ``lseek`` per exchange."""
         self.records = 0
         self.revisits = 0
-        # Records are written on the caller's thread (the event loop): a writer thread
-        # (one hand-over per exchange, or per 64) cost the 5,000-page bench crawl 3-4 s
-        # more CPU and ~15% of its pages/s against writing the same records inline, since
-        # building the records is Python that holds the GIL either way. Handing only
-        # the zlib step to one thread (it releases the GIL) measured worse still on
-        # 2026-12-04: 451 against 535 pages/s, 12.6 against 10.6 CPU s (the threads trade
-        # the GIL on every page). ``flush``
-        # may run on another thread than the writes (the crawl's store thread) and must
-        # not flush a file that a write is rotating away.
+        # Records are written on the caller's thread (the event loop): building them is
+        # Python that holds the GIL either way, so a writer thread, or one for the zlib
+        # step alone, measured slower (DECISIONS 33). ``flush`` may run on another thread
+        # than the writes (the crawl's store thread) and must not flush a file that a
+        # write is rotating away.
         self._file_lock = threading.Lock()
         self._error: BaseException | None = None
         """A failed write may leave a torn record: no record is appended after it."""

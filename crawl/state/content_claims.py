@@ -19,8 +19,8 @@ from dataclasses import dataclass, replace
 from core.types import Document
 from crawl.extraction.dedup import ContentClaim, DupVerdict
 from crawl.frontier.interface import CrawlStore
-from crawl.frontier.sqlite import Batch, Lease
-from crawl.state.sqlite import Outcome, UrlUpdate
+from crawl.frontier.leases import Batch, Lease
+from crawl.state.records import Outcome, UrlUpdate
 
 __all__ = ["ContentClaims", "LostClaim"]
 

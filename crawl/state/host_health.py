@@ -12,7 +12,8 @@ from pathlib import Path
 
 from core.crawldir import CrawlDir
 from crawl.state.postgres import PgCrawlDb
-from crawl.state.sqlite import CrawlDb, HostHealth
+from crawl.state.records import HostHealth
+from crawl.state.sqlite import CrawlDb
 
 __all__ = ["HostHealth", "host_health"]
 

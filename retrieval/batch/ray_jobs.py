@@ -2,17 +2,15 @@
 
 Both run the same Trawl code as the local path, only elsewhere:
 
-- **Backfill**: :func:`retrieval.vectors.backfill.backfill_index` plans here (which passages the
-  store lacks), then :func:`ray_encoder` streams those passages as a Ray Dataset through
-  an actor pool, each actor holding an encoder built by ``Embedder.from_settings`` from the
-  same settings (so the same backend and the same vectors). The driver is the store's only
-  writer: each batch that comes back is one committed segment, so a worker killed midway
-  costs at most its batch, and a rerun encodes exactly the passages still absent.
+- **Backfill**: :func:`retrieval.vectors.backfill.backfill_index` plans here (which passages
+  the store lacks), then :func:`ray_encoder` streams them as a Ray Dataset through an actor
+  pool, each actor's encoder built by ``Embedder.from_settings`` from the same settings (same
+  backend, same vectors). The driver is the store's only writer: each batch that comes back
+  is one committed segment, so a killed worker costs at most its batch.
 - **Index build**: one actor per shard reads the document source, keeps its partition
-  (``shard_of``) and writes its Tantivy shard into the staged generation; the driver then
-  plans the ballast over every shard's statistics (as the local build does), the shards
-  commit, and the generation is renamed into place only when all of them succeeded.
-  Paths must be visible to every node (one machine, or a shared filesystem).
+  (``shard_of``) and writes its Tantivy shard into the staged generation; the driver plans
+  the ballast over every shard's statistics, the shards commit, and the generation is
+  renamed into place only when all succeeded. Paths must be visible to every node.
 
 ``ray`` is imported only inside these functions (:func:`core.jobs.import_ray`).
 """
@@ -33,11 +31,12 @@ from core.types import Document
 from retrieval.index.build import shard_of
 from retrieval.index.collection_stats import plan_ballast
 from retrieval.index.layout import generation_dir, lexical_dir, vocabulary_file
-from retrieval.index.lexical import LexicalShardWriter
+from retrieval.index.lexical_writer import LexicalShardWriter
 from retrieval.index.manifest import IndexManifest, new_generation_id
 from retrieval.index.root import IndexRoot
 from retrieval.index.vocabulary import VocabularyCounter
 from retrieval.vectors.backfill import EncodeFn, Pending, ProgressFn
+from retrieval.vectors.embed import Embedder
 from retrieval.vectors.store import VectorStore
 
 DocSource = Callable[[], Iterable[Document]]
@@ -51,8 +50,6 @@ class PassageEncoder:
     """A Ray Data actor: one encoder, loaded once, encoding batches of (hash, text)."""
 
     def __init__(self, settings_json: str, threads: int) -> None:
-        from retrieval.vectors.embed import Embedder
-
         settings = EmbedSettings.model_validate_json(settings_json).model_copy(
             update={"torch_threads": threads}
         )

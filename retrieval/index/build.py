@@ -17,7 +17,7 @@ from core.types import Document
 from retrieval.index.collection_stats import plan_ballast
 from retrieval.index.layout import lexical_dir, shard_lengths, vocabulary_file
 from retrieval.index.lengths import ShardLengths
-from retrieval.index.lexical import LexicalShardWriter
+from retrieval.index.lexical_writer import LexicalShardWriter
 from retrieval.index.manifest import IndexManifest
 from retrieval.index.vocabulary import VocabularyCounter
 

@@ -1,19 +1,16 @@
 """Collection statistics shared by shards, so BM25 from different shards is comparable.
 
-Tantivy scores a term with ``idf(N, df) * tf_norm(tf, dl / avgdl)`` using the
-statistics of the index it runs in. A document-partitioned shard sees its own N, df
-and average field length, so its scores drift from those of one index over all the
-documents, and a merged top-k would differ from the single-index top-k.
+Tantivy scores a term with ``idf(N, df) * tf_norm(tf, dl / avgdl)`` from the statistics of
+the index it runs in, so a document-partitioned shard's scores drift from those of one index
+over all documents, and a merged top-k would differ from the single-index top-k. Trawl
+removes both differences:
 
-Trawl removes both differences:
-
-* **average field length**: at build time each shard gets a few *ballast* documents
-  (a token no analysed text can produce, never returned) so that every shard has the
-  same document count N' and, per field, the average length of the whole collection
-  (see :func:`plan_ballast`);
-* **idf**: at query time the broker sums each term's document frequency over the
-  shards and every shard boosts its term queries by ``idf(N, df_global) /
-  idf(N', df_local)`` (:class:`CorpusStats`).
+* **average field length**: at build time each shard gets a few *ballast* documents (a
+  token no analysed text can produce, never returned) so that every shard has the same
+  document count N' and, per field, the collection's average length (:func:`plan_ballast`);
+* **idf**: at query time the broker sums each term's document frequency over the shards and
+  every shard boosts its term queries by ``idf(N, df_global) / idf(N', df_local)``
+  (:class:`CorpusStats`).
 
 The result equals a single-index search up to float rounding (a test proves it).
 """

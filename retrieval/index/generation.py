@@ -21,10 +21,12 @@ from typing import Self
 from core.errors import IndexStateError, ManifestError
 from core.settings import SearchSettings
 from retrieval.index import layout
-from retrieval.index.lexical import FieldBoosts, LexicalShard
+from retrieval.index.lexical import LexicalShard
+from retrieval.index.lexical_query import FieldBoosts
 from retrieval.index.manifest import IndexManifest
 from retrieval.index.root import IndexRoot, resolve_index
-from retrieval.query.broker import Broker, LocalShard, ShardBackend
+from retrieval.query.broker import Broker
+from retrieval.query.shard_backend import LocalShard, ShardBackend
 from retrieval.vectors.hnsw import VectorShard, current_version
 
 POINTER_REREAD_S = 1.0

@@ -1,35 +1,18 @@
 """Incremental indexing: the serving generation follows the docstore, updated in place.
 
-Design (DECISIONS 26): Tantivy's own segment model, no delta index. Every step reads
-the docstore and removal-log segments the generation does not hold yet (by segment
-manifest: per folder, the highest segment number applied), and in each shard deletes
-the changed and removed documents by their ``doc_id`` term and adds the new versions
-in the same commit. Serving processes reopen the shards when the generation's update
-stamp changes (``GenerationSet.refresh``).
+Design (DECISIONS 26): Tantivy's own segment model, no delta index. Every step reads the
+docstore and removal-log segments the generation does not hold yet and, in each shard,
+deletes the changed and removed documents by their ``doc_id`` term and adds the new
+versions in the same commit; serving processes reopen the shards when the update stamp
+changes. The ballast of every shard is replanned from the new field lengths
+(``retrieval.index.lengths``), so BM25 stays comparable across shards. When the generation
+has vectors, the same step embeds the new passages and updates each shard's HNSW index
+(``retrieval.vectors.incremental``), so hybrid search sees a change within the same lag.
 
-Why BM25 stays comparable: each shard keeps its documents' field lengths
-(``retrieval.index.lengths``); after every step the ballast of every shard is replanned
-from the new totals (``plan_ballast``) and replaced, so all shards again have one
-N' and the collection's average field lengths, and the broker's summed dfs do the rest.
-
-Exactly once: the applied-segment cursor is written (atomically) after every shard
-committed. A crash before that replays the step; delete-by-term plus add is
-idempotent, as are the lengths upserts, so a replay never indexes a document twice.
-
-Vectors: when the generation has them, the same step embeds the new and changed
-passages (only those the vector store lacks) and updates each shard's HNSW index
-before the update stamp is written (``retrieval.vectors.incremental``), so hybrid
-search sees a change within the same lag as BM25.
-
-Compaction builds a new generation from the whole docstore (``crawled_documents``,
-removals applied), records the segments it saw *before* reading as its cursor, and
-publishes it; the next step replays anything newer, so the two paths converge.
-
-Example::
-
-    indexer = IncrementalIndexer(Path("data/crawl"), Path("data/index"), shards=2)
-    indexer.compact()          # a first base generation
-    report = indexer.step()    # then, in a loop, apply what the crawl wrote
+Exactly once: the applied-segment cursor is written after every shard committed; a crash
+replays the step, and delete-by-term plus add is idempotent. Compaction builds a new
+generation from the whole docstore, records the segments it saw *before* reading as its
+cursor, and publishes it; the next step replays anything newer, so the two paths converge.
 """
 
 from __future__ import annotations
@@ -43,7 +26,6 @@ import time
 from collections.abc import Callable, Collection, Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING
 
 from core.atomic import write_text
 from core.crawldir import CrawlDir
@@ -52,6 +34,7 @@ from core.docstore import MANIFEST, DocStore
 from core.errors import IndexStateError
 from core.linkgraph import LinkGraphStore, anchors_by_target
 from core.rowsegments import SEGMENT_SUFFIX
+from core.settings import EmbedSettings
 from core.types import DocId, Document
 from retrieval.index import freshness_metrics, layout
 from retrieval.index.build import shard_of
@@ -64,15 +47,14 @@ from retrieval.index.docs_source import (
 )
 from retrieval.index.freshness import FreshnessLog
 from retrieval.index.lengths import ShardLengths
-from retrieval.index.lexical import LexicalShard, LexicalShardWriter
+from retrieval.index.lexical import LexicalShard
+from retrieval.index.lexical_writer import LexicalShardWriter
 from retrieval.index.manifest import IndexManifest
 from retrieval.index.root import IndexRoot
 from retrieval.text.titles import without_suffix
+from retrieval.vectors.backfill import backfill_index
+from retrieval.vectors.embed import Embedder
 from retrieval.vectors.incremental import update_shard_vectors, vector_model
-
-if TYPE_CHECKING:
-    from core.settings import EmbedSettings
-    from retrieval.vectors.embed import Embedder
 
 logger = logging.getLogger(__name__)
 
@@ -183,9 +165,6 @@ class IncrementalIndexer:
     def embedder_for(self, model_id: str) -> Embedder | None:
         """An embedder of ``model_id`` (None when the one that can run here is another)."""
         if self._embedder is None:
-            from core.settings import EmbedSettings
-            from retrieval.vectors.embed import Embedder
-
             self._embedder = Embedder.from_settings(self.embed or EmbedSettings(), for_model_id=model_id)
         return self._embedder if self._embedder.model_id == model_id else None
 
@@ -221,9 +200,6 @@ class IncrementalIndexer:
         generation = self.root.build(docs, shards=self.shards, source=f"crawl:{self.crawl.root}")
         path = self.root.path_of(generation)
         if model is not None and (embedder := self.embedder_for(model)) is not None:
-            from core.settings import EmbedSettings
-            from retrieval.vectors.backfill import backfill_index
-
             backfill_index(path, embedder, self.embed or EmbedSettings())  # links stored vectors
         seen.write(path)
         self.root.publish(generation)

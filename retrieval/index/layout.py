@@ -1,44 +1,18 @@
 """The layout of an index root: the one module that names every path in it.
 
-Why one module: the build writes these paths, the backfill job adds vectors beside
-them, and serving processes, shard processes, the evaluation harness and benchmarks
-read them. Each used to spell the names it needed, so a rename had to be found in
-seven places. Nothing here creates a file or reads one; callers do.
+Why one module: the build writes these paths, the backfill job adds vectors beside them,
+and serving processes, shard processes, the evaluation harness and benchmarks read them,
+so a rename is made here once. Nothing here creates a file or reads one; callers do. ::
 
-::
+    ROOT/CURRENT              id of the serving generation (retrieval.index.manifest)
+    ROOT/history.jsonl        every publish, for rollback
+    ROOT/backfill.json        progress of the running embeddings backfill
+    ROOT/freshness.sqlite     per URL: fetch, index and publish times (retrieval.index.freshness)
+    ROOT/vectors/<version>/   vectors by passage hash, for all generations (:func:`vector_store_dir`)
+    ROOT/generations/<gen>/   one complete generation (:func:`generation_dir`)
 
-    ROOT/CURRENT                          id of the serving generation (retrieval.index.manifest)
-    ROOT/history.jsonl                    every publish, for rollback
-    ROOT/backfill.json                    progress of the running embeddings backfill
-    ROOT/freshness.sqlite                 per URL: fetch, index and publish times (retrieval.index.freshness)
-    ROOT/vectors/<version>/               vectors by passage hash, all generations (retrieval.vectors.store)
-      lock                                flock: one writer per model
-      checkpoint.json                     committed segments
-      segment-000001.<part>.npy           hashes (uint64) and vectors (float32)
-    ROOT/generations/<gen>/               one complete generation; hidden names are leftovers
-      manifest.json                       IndexManifest: format, shard count, documents, models
-      vocabulary.tsv                      surface words and document frequencies (retrieval.index.vocabulary)
-      incremental.json                    docstore segments applied in place (retrieval.index.incremental)
-      updated                             changes on every in-place commit: serving processes reload
-      shard-0000/lengths.sqlite           per document field lengths, for ballast under updates
-      shard-0000/lexical/                 Tantivy index (retrieval.index.lexical)
-      shard-0000/lexical/trawl-lexical.json   its format, document and ballast counts
-      shard-0000/lexical/trawl-forward/   forward index: token ids per field (retrieval.index.forward)
-        forward.json                      format, prefix limits, languages
-        terms.txt                         the shard's term dictionary (line number = id)
-        <name>.npy                        <field>.tokens/.offsets, doc_ids, term_hashes, statics
-      shard-0000/vector/CURRENT           name of the vector version being served
-      shard-0000/vector/<version>/lock    flock: one backfill per shard and model
-      shard-0000/vector/<version>/passages.npy   passage hashes its vectors use (GC roots)
-      shard-0000/vector/<version>/index/  a saved VectorShard (retrieval.vectors.hnsw):
-        manifest.json                     format, model id, dim, counts, HNSW params
-        hnsw.bin                          hnswlib index (vectors included)
-        labels.npy                        row label -> doc id (-1: deleted)
-
-A generation directory is itself an index: everything below ``<gen>/`` is what
-``build_index`` writes to a bare output directory, so the generation-level helpers take
-the generation's path, not the root. A bare index directory is its own root for the
-vector store (:func:`store_root`).
+A generation directory is itself an index (what ``build_index`` writes), so its helpers take
+the generation's path; a bare index directory is its own vector-store root (:func:`store_root`).
 """
 
 from __future__ import annotations
@@ -117,6 +91,30 @@ def generations_dir(root: Path) -> Path:
 
 
 def generation_dir(root: Path, generation: str) -> Path:
+    """One complete generation; hidden names under ``generations/`` are leftovers.
+
+    Its layout, the same as that of a bare index directory::
+
+        manifest.json                   IndexManifest: format, shard count, documents, models
+        vocabulary.tsv                  surface words and document frequencies (retrieval.index.vocabulary)
+        incremental.json                docstore segments applied in place (retrieval.index.incremental)
+        updated                         changes on every in-place commit: serving processes reload
+        shard-0000/lengths.sqlite       per document field lengths, for ballast under updates
+        shard-0000/lexical/             Tantivy index (retrieval.index.lexical)
+          trawl-lexical.json            its format, document and ballast counts
+          trawl-forward/                forward index: token ids per field (retrieval.index.forward)
+            forward.json                format, prefix limits, languages
+            terms.txt                   the shard's term dictionary (line number = id)
+            <name>.npy                  <field>.tokens/.offsets, doc_ids, term_hashes, statics
+        shard-0000/vector/CURRENT       name of the vector version being served
+        shard-0000/vector/<version>/
+          lock                          flock: one backfill per shard and model
+          passages.npy                  passage hashes its vectors use (GC roots)
+          index/                        a saved VectorShard (retrieval.vectors.hnsw):
+            manifest.json               format, model id, dim, counts, HNSW params
+            hnsw.bin                    hnswlib index (vectors included)
+            labels.npy                  row label -> doc id (-1: deleted)
+    """
     return generations_dir(root) / generation
 
 
@@ -148,7 +146,14 @@ def vector_stores_dir(root: Path) -> Path:
 
 
 def vector_store_dir(root: Path, model_id: str) -> Path:
-    """Vectors of one model by passage hash, shared by every generation of the root."""
+    """Vectors of one model by passage hash, shared by every generation of the root.
+
+    Its files::
+
+        lock                            flock: one writer per model
+        checkpoint.json                 committed segments
+        segment-000001.<part>.npy       hashes (uint64) and vectors (float32)
+    """
     return vector_stores_dir(root) / version_name(model_id)
 
 

@@ -14,7 +14,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
-from retrieval.index.lexical import LENGTH_FIELDS
+from retrieval.index.lexical_schema import LENGTH_FIELDS
 
 __all__ = ["ShardLengths", "ShardTotals"]
 

@@ -1,100 +1,34 @@
-"""Tantivy lexical shard: schema, writer, BM25 search with field boosts, filters, paging.
+"""A read-only lexical shard: BM25 search with field boosts, filters and paging, per-field
+scores, and the stored documents behind the hits.
 
-Text is analysed in Python (:mod:`retrieval.text.tokenizer`) and indexed with Tantivy's
-``whitespace`` tokenizer, positions kept so phrases work. The original title, URL,
-headings and body are kept as one stored JSON payload for snippets and display. The
-query is built here as a boolean query of boosted term queries, never by Tantivy's
-parser, so nothing a user types can be a syntax error, and a word repeated in the
-query weighs more (as in bm25s and Lucene; Tantivy's parser collapses repeats).
+Queries are built by :mod:`retrieval.index.lexical_query`; the fields and the manifest
+are :mod:`retrieval.index.lexical_schema`; shards are written by
+:mod:`retrieval.index.lexical_writer`.
 """
 
 from __future__ import annotations
 
 import json
-import logging
-import shutil
-from collections import Counter
-from collections.abc import Iterable, Iterator, Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
-from functools import lru_cache
 from pathlib import Path
-from types import TracebackType
-from typing import Any, Self
-from urllib.parse import urlsplit
+from typing import Any
 
 import tantivy
 
-from core.atomic import write_text
-from core.errors import IndexStateError, ManifestError
-from core.settings import SearchSettings
-from core.types import DocId, Document, Query, ScoredDoc
-from retrieval.index.collection_stats import BALLAST_TOKEN, CorpusStats, bm25_idf
-from retrieval.index.forward import ForwardIndex, ForwardWriter, mark_stale
-from retrieval.index.layout import forward_dir, lexical_manifest
-from retrieval.index.vocabulary import VocabularyCounter
-from retrieval.text.stopword_search import CAPTION_WEIGHT, CAPTIONS_FIELD, stopword_search
-from retrieval.text.tokenizer import analyze, analyzed_text, stems, words
+from core.errors import IndexStateError
+from core.types import DocId, Query, ScoredDoc
+from retrieval.index.collection_stats import CorpusStats, bm25_idf
+from retrieval.index.forward import ForwardIndex
+from retrieval.index.layout import forward_dir
+from retrieval.index.lexical_query import FieldBoosts, LexicalQueryBuilder, stat_terms
+from retrieval.index.lexical_schema import LENGTH_FIELDS, TEXT_FIELDS, read_lexical_manifest
+from retrieval.text.stopword_search import CAPTIONS_FIELD
 
-logger = logging.getLogger(__name__)
-
-FORMAT_VERSION = 2
-"""2: the ``captions`` field (titles and headings with their stopwords, retrieval.text.stopword_search)."""
-TEXT_FIELDS: tuple[str, ...] = ("title", "headings", "body", "anchors")
-"""The fields every query and every per-field feature scores."""
-LENGTH_FIELDS: tuple[str, ...] = (*TEXT_FIELDS, CAPTIONS_FIELD)
-"""Every indexed text field: what ballast and the lengths table keep per document."""
-MAX_HEADINGS_CHARS = 20_000
-MAX_BODY_CHARS = 1_000_000
-"""Body text past this is neither indexed nor stored: a search page is not an archive."""
 DF_CACHE_TERMS = 100_000
 """(field, term) document frequencies a shard keeps; past this the cache starts over."""
 ADDRESS_MEMO_DOCS = 8_192
 """Recent search hits whose document address a shard remembers (see ``LexicalShard.stored_many``)."""
-
-
-@lru_cache(maxsize=8192)
-def analysed(text: str) -> tuple[str, ...]:
-    """:func:`analyze` of a piece of query text, memoised: a query's words are analysed by the
-    broker, each shard (statistics, query, per-field scores) and the snippets alike."""
-    return tuple(analyze(text))
-
-
-def stat_terms(query: Query) -> frozenset[str]:
-    """Every analysed term whose document frequency scores ``query`` (phrases, synonyms and a
-    short query's stopwords too)."""
-    terms: set[str] = set()
-    for text in (*query.terms, *query.phrases, *(text for text, _ in query.expansions)):
-        terms.update(analysed(text))
-    terms.update(stopword_search(query).terms)
-    return frozenset(terms)
-
-
-@dataclass(frozen=True, slots=True)
-class FieldBoosts:
-    """Per-field multipliers of BM25.
-
-    The title is indexed inside ``body`` as well (a page's title is part of its text),
-    so a title match weighs ``body + title``: effectively title 1.5 > headings 1.4
-    (headings are in the extracted body too) > anchors 1.2 > body 1.0. The title value
-    was chosen on cisi and reported on cranfield (and the other way round) — see README.
-    """
-
-    title: float = 0.5
-    headings: float = 0.4
-    body: float = 1.0
-    anchors: float = 1.2
-
-    @classmethod
-    def from_settings(cls, s: SearchSettings) -> Self:
-        return cls(s.title_boost, s.headings_boost, s.body_boost, s.anchors_boost)
-
-    def items(self) -> tuple[tuple[str, float], ...]:
-        return (
-            ("title", self.title),
-            ("headings", self.headings),
-            ("body", self.body),
-            ("anchors", self.anchors),
-        )
 
 
 @dataclass(frozen=True, slots=True)
@@ -137,264 +71,6 @@ def _doc_id(value: object) -> DocId:
     return DocId(value)
 
 
-def build_schema() -> tantivy.Schema:
-    sb = tantivy.SchemaBuilder()
-    sb.add_unsigned_field("doc_id", stored=True, indexed=True, fast=True)
-    sb.add_text_field("url", stored=False, tokenizer_name="raw", index_option="basic")
-    sb.add_text_field("external_id", stored=False, tokenizer_name="raw", index_option="basic")
-    sb.add_text_field("site", stored=False, tokenizer_name="raw", index_option="basic")
-    sb.add_text_field("lang", stored=False, tokenizer_name="raw", index_option="basic")
-    sb.add_text_field("filetype", stored=False, tokenizer_name="raw", index_option="basic")
-    sb.add_text_field("kind", stored=False, tokenizer_name="raw", index_option="basic")
-    for name in LENGTH_FIELDS:
-        sb.add_text_field(name, stored=False, tokenizer_name="whitespace", index_option="position")
-    sb.add_float_field("pagerank", stored=False, fast=True)
-    sb.add_float_field("published_at", stored=False, fast=True)
-    sb.add_unsigned_field("body_words", stored=False, fast=True)
-    sb.add_bytes_field("payload", stored=True)
-    return sb.build()
-
-
-def host_suffixes(host: str) -> list[str]:
-    """``docs.python.org`` → ``[docs.python.org, python.org, org]``: what ``site:`` matches."""
-    host = host.lower().strip(".")
-    if host.startswith("www."):
-        host = host[4:]
-    parts = host.split(".") if host else []
-    return [".".join(parts[i:]) for i in range(len(parts))]
-
-
-def explicit_port(url: str) -> int | None:
-    """The port a URL names (``site:host:port`` matches it); None for the scheme's default."""
-    try:
-        port = urlsplit(url).port
-    except ValueError:
-        return None
-    return port if port not in (None, 80, 443) else None
-
-
-class LexicalShardWriter:
-    """Builds a fresh shard directory. Use as a context manager; commit happens on exit."""
-
-    def __init__(
-        self,
-        path: Path,
-        *,
-        heap_bytes: int = 128_000_000,
-        threads: int = 1,
-        vocabulary: VocabularyCounter | None = None,
-        existing: bool = False,
-    ) -> None:
-        self.path = Path(path)
-        self.vocabulary = vocabulary
-        """Where the surface words of each added document are counted (the build's speller vocabulary)."""
-        if existing:
-            # In-place updates of a built shard (retrieval.index.incremental): delete, add, commit.
-            self._index = tantivy.Index.open(str(self.path))
-        else:
-            if self.path.exists():
-                shutil.rmtree(self.path)
-            self.path.mkdir(parents=True)
-            self._index = tantivy.Index(build_schema(), path=str(self.path))
-        self._writer = self._index.writer(heap_size=heap_bytes, num_threads=threads)
-        self.count = 0
-        self.ballast = 0
-        self._nonempty: dict[str, int] = dict.fromkeys(LENGTH_FIELDS, 0)
-        self.field_tokens: dict[str, int] = dict.fromkeys(LENGTH_FIELDS, 0)
-        self.forward = ForwardWriter(forward_dir(self.path))
-        """Token ids of what the text features read, per document (:mod:`retrieval.index.forward`)."""
-        self._changed_in_place: set[int] = set()
-        """Documents replaced or deleted by in-place updates: stale in the shard's forward index."""
-
-    def _document(self, doc: Document) -> tuple[tantivy.Document, str]:
-        """The Tantivy document of ``doc`` and its normalised body; counts its field lengths."""
-        # Whitespace is normalised once here so snippets need not do it per query.
-        body = " ".join(doc.body[:MAX_BODY_CHARS].split())
-        headings = " \n".join(doc.headings)[:MAX_HEADINGS_CHARS]
-        anchors = " \n".join(doc.anchors)[:MAX_HEADINGS_CHARS]
-        tdoc = tantivy.Document()
-        tdoc.add_unsigned("doc_id", int(doc.doc_id))
-        tdoc.add_text("url", doc.url)
-        if doc.external_id:
-            tdoc.add_text("external_id", doc.external_id)
-        for suffix in host_suffixes(doc.host):
-            tdoc.add_text("site", suffix)
-        if port := explicit_port(doc.url):
-            tdoc.add_text("site", f"{doc.host.lower().removeprefix('www.')}:{port}")
-        if doc.lang:
-            tdoc.add_text("lang", doc.lang.lower().split("-", 1)[0])
-        if doc.filetype:
-            tdoc.add_text("filetype", doc.filetype.lower())
-        body_words = words(doc.title + " \n" + body)
-        body_tokens = " ".join(stems(body_words))
-        if self.vocabulary is not None:
-            self.vocabulary.add_document([*body_words, *words(headings), *words(anchors)])
-        analysed = {
-            "title": analyzed_text(doc.title),
-            "headings": analyzed_text(headings),
-            "body": body_tokens,
-            "anchors": analyzed_text(anchors),
-            CAPTIONS_FIELD: " ".join(analyze(doc.title + " \n" + headings, keep_stopwords=True)),
-        }
-        for name, tokens in analysed.items():
-            tdoc.add_text(name, tokens)
-            self._nonempty[name] += bool(tokens)
-            self.field_tokens[name] += tokens.count(" ") + 1 if tokens else 0
-        tdoc.add_float("pagerank", float(doc.pagerank))
-        tdoc.add_float("published_at", float(doc.published_at or 0.0))
-        tdoc.add_unsigned("body_words", body_tokens.count(" ") + 1 if body_tokens else 0)
-        payload = {
-            "url": doc.url,
-            "title": doc.title,
-            "body": body,
-            "headings": list(doc.headings),
-            "description": doc.description,
-            "external_id": doc.external_id,
-            "host": doc.host,
-            "lang": doc.lang,
-            "filetype": doc.filetype,
-            "anchors": list(doc.anchors[:50]),
-            "pagerank": float(doc.pagerank),
-            "published_at": doc.published_at,
-            "fetched_at": doc.fetched_at,
-            "dup_cluster_size": int(doc.dup_cluster_size),
-            "simhash": int(doc.simhash),
-        }
-        tdoc.add_bytes("payload", json.dumps(payload, ensure_ascii=False).encode("utf-8"))
-        return tdoc, body
-
-    def add(self, doc: Document) -> None:
-        tdoc, body = self._document(doc)
-        self._writer.add_document(tdoc)
-        self.forward.add(
-            int(doc.doc_id),
-            url=doc.url,
-            title=doc.title,
-            headings=doc.headings,
-            body=body,
-            anchors=doc.anchors,
-            lang=doc.lang,
-            pagerank=float(doc.pagerank),
-            published_at=doc.published_at,
-            fetched_at=doc.fetched_at,
-            dup_cluster_size=int(doc.dup_cluster_size),
-        )
-        self.count += 1
-
-    def add_ballast(self, docs: int, tokens: Mapping[str, int]) -> None:
-        """Documents that only carry length, so this shard's statistics match the collection's.
-
-        They hold one token no text can produce, have no ``doc_id`` of a real document
-        and are excluded from every listing (see :mod:`retrieval.index.collection_stats`).
-        """
-        for i in range(docs):
-            tdoc = tantivy.Document()
-            tdoc.add_unsigned("doc_id", 0)
-            tdoc.add_text("kind", "ballast")
-            for name in LENGTH_FIELDS:
-                share = tokens.get(name, 0) // docs + (1 if i < tokens.get(name, 0) % docs else 0)
-                tdoc.add_text(name, " ".join([BALLAST_TOKEN] * share))
-            self._writer.add_document(tdoc)
-        self.ballast += docs
-
-    def replace(self, doc: Document) -> dict[str, int]:
-        """Index ``doc`` in place of any earlier version; returns its tokens per text field."""
-        before = dict(self.field_tokens)
-        tdoc, _ = self._document(doc)
-        self.delete(int(doc.doc_id))
-        self._writer.add_document(tdoc)
-        return {name: self.field_tokens[name] - before[name] for name in LENGTH_FIELDS}
-
-    def delete(self, doc_id: int) -> None:
-        # By query, not by term: a term built from a Python int is signed and misses the u64 field.
-        self._writer.delete_documents_by_query(
-            tantivy.Query.term_query(self._index.schema, "doc_id", int(doc_id))
-        )
-        self._changed_in_place.add(int(doc_id))
-
-    def drop_ballast(self) -> None:
-        """Delete every ballast document (a new plan is added after updates)."""
-        self._writer.delete_documents_by_query(
-            tantivy.Query.term_query(self._index.schema, "kind", "ballast")
-        )
-
-    def commit_update(self, *, docs: int, nonempty_fields: Mapping[str, int]) -> None:
-        """Commit in-place updates; the shard manifest gets the new real-document counts.
-
-        The forward index is not rewritten per batch (that would cost the whole shard):
-        the documents changed here are marked stale in it first, so a query whose
-        candidates include one computes its text features from the stored documents,
-        which give the same values (``rerank.features.compute_features``).
-        """
-        mark_stale(forward_dir(self.path), self._changed_in_place)
-        self._writer.commit()
-        self._writer.wait_merging_threads()
-        manifest = {
-            "format": "trawl-lexical",
-            "format_version": FORMAT_VERSION,
-            "docs": docs,
-            "ballast_docs": self.ballast,
-            "nonempty_fields": dict(nonempty_fields),
-            "updated_in_place": True,
-        }
-        # Replaced, not rewritten where it stands: serving processes open this shard while
-        # it is updated, and a kill mid-write must leave the previous manifest.
-        write_text(lexical_manifest(self.path), json.dumps(manifest))
-
-    def add_all(self, docs: Iterable[Document]) -> int:
-        for doc in docs:
-            self.add(doc)
-        return self.count
-
-    def commit(self) -> None:
-        self._writer.commit()
-        self._writer.wait_merging_threads()
-        self.forward.write()
-        manifest = {
-            "format": "trawl-lexical",
-            "format_version": FORMAT_VERSION,
-            "docs": self.count,
-            "ballast_docs": self.ballast,
-            "nonempty_fields": self._nonempty,
-        }
-        lexical_manifest(self.path).write_text(json.dumps(manifest))
-
-    def __enter__(self) -> Self:
-        return self
-
-    def __exit__(
-        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
-    ) -> None:
-        if exc_type is None:
-            self.commit()
-        else:
-            self._writer.rollback()
-
-
-def build_lexical_shard(docs: Iterable[Document], path: Path) -> int:
-    """Index ``docs`` into a new shard at ``path``; returns how many were indexed."""
-    with LexicalShardWriter(path) as writer:
-        writer.add_all(docs)
-    return writer.count
-
-
-def read_lexical_manifest(path: Path) -> dict[str, Any]:
-    """The manifest of the lexical shard at ``path``; ``ManifestError`` when there is none or
-    it has another format (reading it costs nothing next to opening the shard)."""
-    manifest_path = lexical_manifest(path)
-    if not manifest_path.exists():
-        raise ManifestError(
-            f"{path} is not a Trawl lexical index (no {manifest_path.name}); build one with `trawl index`."
-        )
-    manifest: dict[str, Any] = json.loads(manifest_path.read_text())
-    if manifest.get("format_version") != FORMAT_VERSION:
-        raise ManifestError(
-            f"{path} has index format {manifest.get('format_version')}, "
-            f"this Trawl reads {FORMAT_VERSION}; rebuild it with `trawl index`."
-        )
-    return manifest
-
-
 class LexicalShard:
     """A read-only Tantivy shard: search, fetch stored documents, per-field scores."""
 
@@ -405,7 +81,6 @@ class LexicalShard:
             self._index = tantivy.Index.open(str(self.path))
         except ValueError as exc:
             raise IndexStateError(f"Cannot open the Tantivy index at {self.path}: {exc}") from exc
-        self._schema = self._index.schema
         self._searcher = self._index.searcher()
         self.boosts = boosts or FieldBoosts()
         self.real_docs = int(manifest.get("docs", 0))
@@ -417,9 +92,10 @@ class LexicalShard:
         self._local_n = int(self._searcher.num_docs)
         self._df: dict[tuple[str, str], int] = {}
         self._addresses: dict[DocId, Any] = {}
+        self._queries = LexicalQueryBuilder(self._index.schema, self._live_fields, self._idf_ratio)
         self.forward = ForwardIndex.open_if_present(forward_dir(self.path))
         """The shard's forward index (None in an index built before it existed: features then
-        come from the stored documents, see :func:`write_forward_index`)."""
+        come from the stored documents, see :mod:`retrieval.index.lexical_writer`)."""
 
     @property
     def num_docs(self) -> int:
@@ -452,77 +128,6 @@ class LexicalShard:
         local = sum(bm25_idf(self._local_n, self.doc_freq(field, t)) for t in terms)
         return sum(stats.idf(field, t) for t in terms) / local if local > 0 else 1.0
 
-    # -- query building -------------------------------------------------------------
-
-    def _term(self, field: str, value: str | int) -> tantivy.Query:
-        return tantivy.Query.term_query(self._schema, field, value)
-
-    def _among(self, doc_ids: Sequence[DocId]) -> tantivy.Query:
-        """Matches exactly ``doc_ids``: a disjunction of doc_id terms.
-
-        Not ``term_set_query``, which scans the shard's whole doc_id dictionary (2 ms
-        per search at 50K documents, growing with the shard); term lookups cost what
-        the ids are (0.4 ms for 170 ids).
-        """
-        return tantivy.Query.boolean_query(
-            [(tantivy.Occur.Should, self._term("doc_id", int(d))) for d in doc_ids]
-        )
-
-    def _in_any_field(
-        self, tokens: Sequence[str], fields: Sequence[str], stats: CorpusStats | None = None
-    ) -> tantivy.Query:
-        """A term (one token) or exact phrase (several) in any of ``fields``."""
-        if len(tokens) == 1:
-            parts = [self._term(f, tokens[0]) for f in fields]
-        else:
-            parts = [tantivy.Query.phrase_query(self._schema, f, list(tokens)) for f in fields]
-        if stats is not None:
-            parts = [
-                tantivy.Query.boost_query(p, self._idf_ratio(stats, f, tokens))
-                for p, f in zip(parts, fields, strict=True)
-            ]
-        return tantivy.Query.boolean_query([(tantivy.Occur.Should, p) for p in parts])
-
-    def _filters(self, query: Query) -> list[tuple[Any, tantivy.Query]]:
-        clauses: list[tuple[Any, tantivy.Query]] = []
-        zero = tantivy.Query.const_score_query
-        if query.site:
-            clauses.append((tantivy.Occur.Must, zero(self._term("site", query.site), 0.0)))
-        if query.lang:
-            clauses.append((tantivy.Occur.Must, zero(self._term("lang", query.lang), 0.0)))
-        if query.filetype:
-            clauses.append((tantivy.Occur.Must, zero(self._term("filetype", query.filetype), 0.0)))
-        for item in query.excluded:
-            tokens = analysed(item)
-            if tokens:
-                live = [f for f in TEXT_FIELDS if f in self._live_fields]
-                clauses.append((tantivy.Occur.MustNot, self._in_any_field(tokens, live)))
-        return clauses
-
-    def scoring_terms(self, query: Query) -> Counter[str]:
-        """Analysed positive terms with their query frequency (phrase words included)."""
-        counts: Counter[str] = Counter()
-        for text in (*query.terms, *query.phrases):
-            counts.update(analysed(text))
-        return counts
-
-    def _caption_parts(self, query: Query, stats: CorpusStats | None) -> list[tuple[str, tantivy.Query]]:
-        """A short query's stopwords as terms and in word pairs as phrases, in ``captions``
-        (:mod:`retrieval.text.stopword_search`), each with a label; nothing for a long query."""
-        search = stopword_search(query)
-        parts: list[tuple[str, tantivy.Query]] = []
-        for term in search.terms:
-            weight = CAPTION_WEIGHT * self._idf_ratio(stats, CAPTIONS_FIELD, (term,))
-            parts.append((term, tantivy.Query.boost_query(self._term(CAPTIONS_FIELD, term), weight)))
-        for pair in search.phrases:
-            weight = CAPTION_WEIGHT * self._idf_ratio(stats, CAPTIONS_FIELD, pair)
-            phrase = tantivy.Query.phrase_query(self._schema, CAPTIONS_FIELD, list(pair))
-            parts.append((f'"{" ".join(pair)}"', tantivy.Query.boost_query(phrase, weight)))
-        return parts
-
-    def _caption_clauses(self, query: Query, stats: CorpusStats | None) -> list[tuple[Any, tantivy.Query]]:
-        return [(tantivy.Occur.Should, q) for _, q in self._caption_parts(query, stats)]
-
     def caption_scores(
         self, query: Query, doc_id: DocId, *, stats: CorpusStats | None = None
     ) -> dict[str, float]:
@@ -530,9 +135,9 @@ class LexicalShard:
         (explain's ``captions`` cells), by label (the analysed term; a pair in quotes)."""
         if CAPTIONS_FIELD not in self._live_fields:
             return {}
-        only = self._among([doc_id])
+        only = self._queries.among([doc_id])
         scores: dict[str, float] = {}
-        for label, part in self._caption_parts(query, stats):
+        for label, part in self._queries.caption_parts(query, stats):
             for _, score in self._scored_among(part, only, 1):
                 scores[label] = score
         return scores
@@ -544,45 +149,10 @@ class LexicalShard:
         fields: Mapping[str, float] | None = None,
         stats: CorpusStats | None = None,
     ) -> tantivy.Query | None:
-        """The Tantivy query for ``query``; None when nothing in it can match."""
+        """The Tantivy query for ``query`` (over ``fields``, else every field with the shard's
+        boosts and the caption clauses); None when nothing in it can match."""
         boosts = dict(fields) if fields is not None else dict(self.boosts.items())
-        boosts = {f: b for f, b in boosts.items() if f in self._live_fields}
-        should: list[tuple[Any, tantivy.Query]] = []
-        for term, count in self.scoring_terms(query).items():
-            for field, boost in boosts.items():
-                weight = boost * count * self._idf_ratio(stats, field, (term,))
-                q = tantivy.Query.boost_query(self._term(field, term), weight)
-                should.append((tantivy.Occur.Should, q))
-        for text, share in query.expansions:
-            # A synonym weighs ``share`` of what the term itself would (Query.expansions).
-            tokens = analysed(text)
-            if len(tokens) == 1:
-                for field, boost in boosts.items():
-                    weight = share * boost * self._idf_ratio(stats, field, tokens)
-                    q = tantivy.Query.boost_query(self._term(field, tokens[0]), weight)
-                    should.append((tantivy.Occur.Should, q))
-            elif tokens and boosts:
-                q = tantivy.Query.boost_query(self._in_any_field(tokens, list(boosts), stats), share)
-                should.append((tantivy.Occur.Should, q))
-        if fields is None and CAPTIONS_FIELD in self._live_fields:
-            should.extend(self._caption_clauses(query, stats))
-        # The scoring disjunction is itself required: beside Must filters, bare Should
-        # clauses would turn optional and let filter-only matches through.
-        clauses: list[tuple[Any, tantivy.Query]] = []
-        if should:
-            clauses.append((tantivy.Occur.Must, tantivy.Query.boolean_query(should)))
-        for phrase in query.phrases:
-            tokens = analysed(phrase)
-            if tokens and boosts:
-                clauses.append((tantivy.Occur.Must, self._in_any_field(tokens, list(boosts), stats)))
-        has_positive = bool(clauses)
-        filters = self._filters(query)
-        if not has_positive:
-            if query.is_empty and any(o == tantivy.Occur.Must for o, _ in filters):
-                clauses.append((tantivy.Occur.Must, tantivy.Query.all_query()))
-            else:
-                return None
-        return tantivy.Query.boolean_query(clauses + filters)
+        return self._queries.build(query, boosts, stats=stats, captions=fields is None)
 
     # -- searching -----------------------------------------------------------------
 
@@ -613,7 +183,7 @@ class LexicalShard:
         """BM25 of ``query`` restricted to each text field, for the given documents."""
         if not doc_ids:
             return {f: {} for f in TEXT_FIELDS}
-        only = self._among(doc_ids)
+        only = self._queries.among(doc_ids)
         scores: dict[str, dict[DocId, float]] = {}
         for field in TEXT_FIELDS:
             tq = self.build_query(query, fields={field: 1.0}, stats=stats)
@@ -641,7 +211,7 @@ class LexicalShard:
         tq = self.build_query(query, stats=stats) if doc_ids else None
         if tq is None:
             return set()
-        return {doc_id for doc_id, _ in self._scored_among(tq, self._among(doc_ids), len(doc_ids))}
+        return {doc_id for doc_id, _ in self._scored_among(tq, self._queries.among(doc_ids), len(doc_ids))}
 
     def filter_doc_ids(self, query: Query, doc_ids: Sequence[DocId]) -> set[DocId]:
         """Which of ``doc_ids`` pass the query's filters (site, lang, filetype, -terms).
@@ -650,10 +220,10 @@ class LexicalShard:
         """
         if not doc_ids:
             return set()
-        filters = self._filters(query)
+        filters = self._queries.filters(query)
         if not filters:
             return set(doc_ids)
-        tq = tantivy.Query.boolean_query([(tantivy.Occur.Must, self._among(doc_ids)), *filters])
+        tq = tantivy.Query.boolean_query([(tantivy.Occur.Must, self._queries.among(doc_ids)), *filters])
         result = self._searcher.search(tq, limit=len(doc_ids), count=False)
         addresses = [a for _, a in result.hits]
         ids = self._searcher.fast_field_values("doc_id", addresses) if addresses else []
@@ -685,7 +255,7 @@ class LexicalShard:
 
     def stored(self, doc_id: DocId) -> StoredDoc | None:
         """The stored document with this id, or None when this shard lacks it."""
-        result = self._searcher.search(self._term("doc_id", int(doc_id)), limit=1, count=False)
+        result = self._searcher.search(self._queries.term("doc_id", int(doc_id)), limit=1, count=False)
         if not result.hits:
             return None
         return self.stored_at(result.hits[0][1])
@@ -695,8 +265,8 @@ class LexicalShard:
 
         The documents shown on a page are almost always hits of a search this shard just
         answered, whose addresses it remembers: reading them directly skips the doc_id
-        search (~0.2 ms a call, a tenth of a BM25 query here). An address is only valid
-        for the searcher that returned it, and this shard's searcher never changes.
+        search. An address is only valid for the searcher that returned it, and this
+        shard's searcher never changes.
         """
         if not doc_ids:
             return {}
@@ -710,7 +280,7 @@ class LexicalShard:
             else:
                 addresses.append(address)
         if missing:
-            result = self._searcher.search(self._among(missing), limit=len(missing), count=False)
+            result = self._searcher.search(self._queries.among(missing), limit=len(missing), count=False)
             addresses.extend(a for _, a in result.hits)
         docs = (self.stored_at(a) for a in addresses)
         return {d.doc_id: d for d in docs}
@@ -724,7 +294,7 @@ class LexicalShard:
             memo[hit.doc_id] = address
 
     def doc_id_for_url(self, url: str) -> DocId | None:
-        result = self._searcher.search(self._term("url", url), limit=1, count=False)
+        result = self._searcher.search(self._queries.term("url", url), limit=1, count=False)
         if not result.hits:
             return None
         return _doc_id(self._searcher.fast_field_values("doc_id", [result.hits[0][1]])[0])
@@ -739,29 +309,3 @@ class LexicalShard:
         result = self._searcher.search(tantivy.Query.all_query(), limit=max(1, self.num_docs), count=False)
         for _, address in result.hits:
             yield self.stored_at(address)
-
-
-def write_forward_index(path: Path) -> int:
-    """Write the forward index of an existing shard from its stored documents; returns documents.
-
-    Indexes built before the forward index existed get it without a rebuild: the stored
-    payload holds everything the build would have used.
-    """
-    shard = LexicalShard(path)
-    writer = ForwardWriter(forward_dir(shard.path))
-    for doc in shard.iter_stored():
-        writer.add(
-            int(doc.doc_id),
-            url=doc.url,
-            title=doc.title,
-            headings=doc.headings,
-            body=doc.body,
-            anchors=doc.anchors,
-            lang=doc.lang,
-            pagerank=doc.pagerank,
-            published_at=doc.published_at,
-            fetched_at=doc.fetched_at,
-            dup_cluster_size=doc.dup_cluster_size,
-        )
-    writer.write()
-    return writer.count

@@ -1,23 +1,16 @@
 """The surface vocabulary of a generation: folded words with their document frequency.
 
-The lexical index holds Snowball stems (DECISIONS #2), which are not what people type
-(``librari`` for ``library``), so a speller cannot suggest from the term dictionary.
-The index build therefore counts the words of each document *before* stemming (the
-same :func:`retrieval.text.tokenizer.words` step, so a word here is exactly what the
-analyzer sees in a query) and writes them beside the shards, one file per
-generation. The serving process loads it (:mod:`retrieval.query.spelling`).
+The lexical index holds Snowball stems (DECISIONS 2), which are not what people type
+(``librari`` for ``library``), so a speller cannot suggest from the term dictionary. The
+index build counts each document's words *before* stemming (the same
+:func:`retrieval.text.tokenizer.words` step the analyzer applies to a query) and writes
+them beside the shards; the serving process loads them (:mod:`retrieval.query.spelling`).
 
-File format (UTF-8 text, written atomically)::
-
-    # trawl-vocabulary 1 docs=1234
-    python<TAB>1180
-    function<TAB>950
-    ...
-
-Most frequent first, then alphabetical. Words with a digit are left out (numbers and
-identifiers like ``utf8`` are never corrected and are no correction of anything), as
-are words longer than ``MAX_WORD_CHARS``; only the ``max_words`` most frequent are
-kept, which bounds the speller's memory on a large crawl.
+File format (UTF-8 text, written atomically): a ``# trawl-vocabulary 1 docs=N`` header,
+then ``word<TAB>df`` lines, most frequent first, then alphabetical. Words with a digit
+(numbers and identifiers like ``utf8`` are never corrected, nor a correction) and words
+longer than ``MAX_WORD_CHARS`` are left out; only the ``max_words`` most frequent are kept,
+which bounds the speller's memory on a large crawl.
 """
 
 from __future__ import annotations

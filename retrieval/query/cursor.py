@@ -1,23 +1,17 @@
 """Opaque deep-paging cursors pinned to a generation, signed so that only this service mints them.
 
-The generation a cursor names is a *view* (``Generation.view``): the generation id, plus
-the mark of the in-place update it was opened at, so an update does not switch the list
-under a cursor (DECISIONS 38).
+A cursor carries a generation *view* (the generation id plus the mark of the in-place
+update it was opened at, ``Generation.view``, so an update does not switch the list under
+it; DECISIONS 38), the query, its filters, the ranker and the offset reached. A
+generation's ranked list is deterministic (``SearchService.ranked``), so following cursors
+gives every result once, with no gaps, even when a new generation is published meanwhile.
 
-A cursor carries the generation, the query, its filters (``site``, ``lang``,
-``filetype`` as request parameters), the ranker and the offset reached. The
-ranked list of a generation is deterministic (see ``SearchService.ranked``), so
-following cursors gives every result once, with no gaps, even when a new generation
-is published in the middle: the cursor keeps reading the generation it started on.
-
-A token is ``payload.mac``: the JSON payload and its HMAC-SHA256, both base64url.
-The MAC key is derived from the deployment's secret and the cursor's generation, so
-keys rotate with the generation set: a cursor is only ever honoured while its
-generation is served, and no cursor of one generation verifies under another. The
-secret is ``search.cursor_key`` or, unset, a random key created once under the index
-root (every process serving that root shares it). After the MAC, the payload is
-checked again against the caps (size, depth): a key leak or a change of settings
-cannot turn a cursor into a way around them.
+A token is ``payload.mac``: the JSON payload and its HMAC-SHA256, both base64url. The key
+is derived from the deployment's secret (``search.cursor_key``, else a random key created
+once under the index root) and the cursor's generation, so a cursor is honoured only while
+its generation is served, and none verifies under another. After the MAC, the payload is
+checked again against the caps (size, depth): a key leak or a change of settings cannot
+turn a cursor into a way around them.
 """
 
 from __future__ import annotations

@@ -16,8 +16,9 @@ import dataclasses
 import time
 
 from core.types import DocId, Query
-from retrieval.index.lexical import TEXT_FIELDS
-from retrieval.query.broker import Broker, LocalShard
+from retrieval.index.lexical_schema import TEXT_FIELDS
+from retrieval.query.broker import Broker
+from retrieval.query.shard_backend import LocalShard
 from retrieval.text.stopword_search import CAPTIONS_FIELD
 
 __all__ = ["bm25_breakdown"]

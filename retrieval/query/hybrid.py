@@ -1,19 +1,17 @@
 """Hybrid recall: the union of lexical and vector candidates, and two fusion baselines.
 
 Lexical search is precise for rare terms and names; embeddings recall what is phrased
-differently. Each shard returns its lexical top-k and its vector top-k; the candidate
-set is their union, and each :class:`Candidate` keeps what each list said about it
-(score and rank) so a learned ranker can decide later. The analyzer's filters
-(``site:``, ``lang:``, ``filetype:``, ``-term``) are applied to vector candidates with
-the lexical shard's own filter query, so both lists obey the same rules.
+differently. Each shard returns its lexical top-k and its vector top-k; the candidate set
+is their union, and each :class:`Candidate` keeps what each list said about it (score and
+rank) so a learned ranker can decide later. The analyzer's filters (``site:``, ``lang:``,
+``filetype:``, ``-term``) reach vector candidates through the lexical shard's own filter
+query, so both lists obey the same rules.
 
-Fusion baselines:
-
-- :func:`rrf` — reciprocal rank fusion, ``sum 1 / (k + rank)`` (Cormack et al. 2009):
-  needs no score calibration. ``k`` is the setting ``search.rrf_k`` (60), which serving
-  and the evaluation harness both read.
-- :func:`convex` — ``w * cos' + (1 - w) * bm25'`` with each score min-max normalized over
-  the candidates that have it (absent = 0); ``w`` is chosen on held-out folds.
+Fusion baselines: :func:`rrf`, reciprocal rank fusion ``sum 1 / (k + rank)`` (Cormack et
+al. 2009), needs no score calibration (``k`` is ``search.rrf_k``, read by serving and the
+evaluation harness alike); :func:`convex`, ``w * cos' + (1 - w) * bm25'`` with each score
+min-max normalized over the candidates that have it (absent = 0), ``w`` chosen on
+held-out folds.
 """
 
 from __future__ import annotations

@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 from core.types import DocId, Query, ScoredDoc
-from retrieval.index.forward import ShardFeatures
+from retrieval.index.forward_features import ShardFeatures
 from retrieval.index.lexical import StoredDoc
 from retrieval.query.hybrid import Candidate, convex, rrf
 from retrieval.query.rm3 import Rm3

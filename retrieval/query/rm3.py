@@ -2,23 +2,17 @@
 
 Relevance model 3 (Lavrenko and Croft, 2001; as Anserini implements it, Abdul-Jaleel et
 al., 2004): the top ``feedback_docs`` documents of a first BM25 search stand in for the
-relevant ones. Each votes for its words with its term distribution P(w|d) (term count
-over document length), weighted by its share of the feedback documents' BM25 score;
-the ``feedback_terms`` words with the most votes, renormalised, are mixed with the
-original query at ``original_weight``. The second search scores that weighted query
-with BM25 again, so documents that use the topic's vocabulary without the query's own
-words are found (recall) and the query's ambiguous words matter less.
+relevant ones. Each votes for its words with P(w|d), weighted by its share of the feedback
+documents' BM25 score; the ``feedback_terms`` words with the most votes, renormalised, are
+mixed with the original query at ``original_weight``, and the weighted query is scored with
+BM25 again. Documents that use the topic's vocabulary without the query's own words are
+found, and the query's ambiguous words matter less.
 
-A scouting run outside the served path (a numpy BM25 over cranfield and cisi) lifted
-nDCG@10 from .374 to .419 on cranfield and from .397 to .417 on cisi; what the served
-rankers ``bm25-rm3`` and ``hybrid-rm3`` do is measured by ``trawl eval`` (README). The
-defaults are Anserini's (10 documents, 10 terms, weight 0.5), not tuned here. On
-known-item web queries (a page's title or an anchor pointing at it) expansion is
-expected to drift from the one right page, which is why it is a ranker to choose and
-not a default.
-
-The expansion reaches the shards as :attr:`core.types.Query.expansions` (the mechanism
-query-time synonyms use), so statistics, remote shards and the cache need nothing new.
+The defaults are Anserini's, not tuned here; what ``bm25-rm3`` and ``hybrid-rm3`` do is
+measured by ``trawl eval`` (``docs/relevance.md``). On known-item web queries expansion is
+expected to drift from the one right page, so it is a ranker to choose, not a default. The
+expansion reaches the shards as :attr:`core.types.Query.expansions` (as synonyms do), so
+statistics, remote shards and the cache need nothing new.
 """
 
 from __future__ import annotations
@@ -30,7 +24,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass, replace
 
 from core.types import Query
-from retrieval.index.lexical import StoredDoc, analysed
+from retrieval.index.lexical import StoredDoc
+from retrieval.index.lexical_query import analysed
 from retrieval.text.tokenizer import ENGLISH_STOPWORDS, stem, words
 
 __all__ = ["Rm3"]

@@ -1,27 +1,18 @@
 """Spelling suggestions from the index's own vocabulary ("Did you mean …?").
 
-The dictionary is the generation's surface vocabulary (:mod:`retrieval.index.vocabulary`):
-words people type, with the number of documents each occurs in, so a suggestion is
-always a word that finds something in *this* index. Lookups are SymSpell
-(``symspellpy``, Damerau–Levenshtein with transpositions) up to ``max_distance`` edits.
+The dictionary is the generation's surface vocabulary (:mod:`retrieval.index.vocabulary`),
+so a suggestion always finds something in *this* index. Lookups are SymSpell (Damerau–
+Levenshtein with transpositions) up to ``max_distance`` edits. Rules, per query word:
 
-Rules, per word of the query:
+* a word in at least ``known_df`` documents is never corrected; a rarer one (a typo that
+  made it into a page) only to a word ``dominance`` times more frequent;
+* words with a digit, shorter than ``MIN_WORD_CHARS``, ``-excluded``, and operators are
+  left as typed; words inside a quoted phrase may be corrected, the quotes stay;
+* fewest edits win, then a swap of two letters (``includse`` is ``includes`` before
+  ``include``), then the most frequent word; words of up to four letters get one edit.
 
-* a word in at least ``known_df`` documents is never corrected; a rarer one (a typo
-  that made it into a page) only to a word ``dominance`` times more frequent;
-* words with a digit, words shorter than ``MIN_WORD_CHARS``, ``-excluded`` words and
-  ``site:``/``lang:``/``filetype:`` operators are left as typed; words inside a quoted
-  phrase may be corrected, the quotes stay;
-* among candidates the fewest edits win, then a swap of two letters (the commonest
-  typing slip: ``includse`` is ``includes`` before it is ``include``), then the most
-  frequent word; words of up to four letters get one edit at most (two edits turn
-  them into any other short word).
-
-The service decides what to do with a suggestion (see ``SearchService.search``): offer
-it, or rewrite the query when the original finds fewer than
-``search.spell_rewrite_below`` results. The vocabulary is written by the build, so the
-service also tells the speller how many documents of the *live* index hold a word it
-does not know (pages indexed in place since the build bring new words).
+The service offers a suggestion or, below ``search.spell_rewrite_below`` results, rewrites
+the query; it tells the speller how many live documents hold a word the build never saw.
 """
 
 from __future__ import annotations

@@ -1,6 +1,6 @@
 """One shard as its own process (``trawl shard serve``) and the broker's HTTP client for it.
 
-The protocol is five small JSON calls mirroring :class:`retrieval.query.broker.ShardBackend`:
+The protocol is five small JSON calls mirroring :class:`retrieval.query.shard_backend.ShardBackend`:
 ``GET /shard/info``, ``POST /shard/doc_freqs``, ``POST /shard/candidates``,
 ``POST /shard/annotate`` (a learned ranker's fields for the candidates kept) and
 ``POST /shard/fetch``. Document ids travel as strings (they exceed 2^53). The shard
@@ -34,12 +34,13 @@ from core.settings import SearchSettings
 from core.types import DocId, Query
 from retrieval.index import layout
 from retrieval.index.collection_stats import CorpusStats
-from retrieval.index.forward import ShardFeatures
+from retrieval.index.forward_features import ShardFeatures
 from retrieval.index.generation import open_vectors, read_update_stamp
-from retrieval.index.lexical import FieldBoosts, LexicalShard, StoredDoc
+from retrieval.index.lexical import LexicalShard, StoredDoc
+from retrieval.index.lexical_query import FieldBoosts
 from retrieval.index.manifest import IndexManifest, read_pointer
 from retrieval.index.root import IndexRoot, resolve_index
-from retrieval.query.broker import AnnotateRequest, Annotations, LocalShard, ShardReply, ShardRequest
+from retrieval.query.shard_backend import AnnotateRequest, Annotations, LocalShard, ShardReply, ShardRequest
 from retrieval.query.hybrid import Candidate, CandidateFields
 
 logger = logging.getLogger(__name__)

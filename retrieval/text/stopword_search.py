@@ -1,20 +1,17 @@
 """Which stopwords a query searches for, and as what.
 
 Body text is indexed without English stopwords: removing them is what lifts long
-natural-language queries (cisi's paragraphs; shared/RELEVANCE.md), and keeping them in
-the body would change every field length and so every BM25 score (measured: cisi
-nDCG@10 .4027 → .3909 with the body's stopwords indexed and the query's dropped).
-But on a programming site the stopword list holds the language's keywords (``if``,
-``for``, ``with``, ``while``, ``is``, ``not``, ``in``), and a search-box query of two
-words is mostly what it says: "for loop" is not "loop", "if" alone is not nothing.
+natural-language queries (cisi's paragraphs; ``docs/relevance.md``), and keeping them in
+the body would change every field length and so every BM25 score. But on a programming
+site the stopword list holds the language's keywords (``if``, ``for``, ``with``, ``is``,
+``not``, ``in``), and a two-word query is mostly what it says: "for loop" is not "loop".
 
-So titles and headings are indexed a second time with every word kept (the
-``captions`` field: short texts, where a keyword names the section), and a *short*
-query (at most :data:`MAX_QUERY_WORDS` words) searches its stopwords there, each as a
-term and inside each adjacent word pair as a phrase ("for loop", "the with statement"
-→ "with statement"). A long query is a sentence: its stopwords are grammar, and it
-is searched exactly as before. The threshold and weight were fixed before measuring
-(a search-box query is two to three words), not tuned on any collection.
+So titles and headings are indexed a second time with every word kept (the ``captions``
+field: short texts, where a keyword names the section), and a *short* query (at most
+:data:`MAX_QUERY_WORDS` words) searches its stopwords there, each as a term and inside each
+adjacent word pair as a phrase ("the with statement" → "with statement"). A long query is a
+sentence: its stopwords are grammar, and it is searched as before. The threshold and weight
+were fixed before measuring (a search-box query is two to three words), not tuned.
 """
 
 from __future__ import annotations

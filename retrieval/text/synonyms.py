@@ -1,30 +1,17 @@
 """Query-time synonyms from a TOML file: ``dict`` also finds ``dictionary``, at a lower weight.
 
-Synonyms are applied when a query is parsed, never baked into the index, so editing
-the file takes effect on the next start without a rebuild, and an exact match always
-outscores a synonym match: each free query term keeps its weight and gains an OR of
-its synonyms at ``weight`` times that (:meth:`retrieval.index.lexical.LexicalShard.build_query`).
-Quoted phrases and ``-excluded`` words are left exactly as typed.
+Synonyms are applied when a query is parsed, never baked into the index, so editing the
+file takes effect on the next start without a rebuild, and an exact match always outscores
+a synonym match: each free query term keeps its weight and gains an OR of its synonyms at
+``weight`` times that. Quoted phrases and ``-excluded`` words are left exactly as typed.
 
-Enable it with the setting ``search.synonyms_file`` (environment:
-``TRAWL_SEARCH__SYNONYMS_FILE=synonyms.toml``); no file configured means no synonyms.
-``synonyms.example.toml`` at the repository root is a starting point. Format::
+Enable it with ``search.synonyms_file`` (``TRAWL_SEARCH__SYNONYMS_FILE=synonyms.toml``); no
+file means no synonyms. ``synonyms.example.toml`` at the repository root shows the format:
+``weight``, ``equivalent`` groups (a query for any one also finds the others) and an
+``[expand]`` table (one-way: a query for the key also finds the values).
 
-    weight = 0.5                       # optional; a synonym's share of the term's weight
-
-    # words that mean the same: a query for any one also finds the others
-    equivalent = [
-      ["dict", "dictionary", "mapping"],
-      ["regex", "regexp", "regular expression"],
-    ]
-
-    # one-way: a query for the key also finds the values, not the other way round
-    [expand]
-    py = ["python"]
-
-Entries are matched after analysis (case, plural and other endings do not matter:
-``Dictionaries`` matches ``dictionary``). A multi-word entry is searched as a phrase;
-only single words trigger an expansion, since a query term is one word.
+Entries are matched after analysis (``Dictionaries`` matches ``dictionary``). A multi-word
+entry is searched as a phrase; only single words trigger an expansion.
 """
 
 from __future__ import annotations

@@ -4,7 +4,7 @@ Trawl analyses text in Python and hands Tantivy pre-analysed tokens (indexed wit
 Tantivy's ``whitespace`` tokenizer). One function serves both sides, so a query term
 can never be analysed differently from the document text it should match, and the
 query side can count repeated words (Tantivy's own parser collapses them, which costs
-it most of its gap on long natural-language queries; see shared/RELEVANCE.md).
+it most of its gap on long natural-language queries; see ``docs/relevance.md``).
 
 Pipeline: NFKC, casefold, ASCII-fold diacritics, drop apostrophes inside words
 (``can't`` → ``cant``), split on anything that is not a letter or digit, drop English

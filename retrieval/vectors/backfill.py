@@ -1,23 +1,18 @@
 """Embeddings backfill: give every passage of a generation a vector, encoding only new text.
 
-Embedding is the dominant cost of indexing (tens of passages per second per CPU), so
-the job must survive being killed and must never encode a passage twice:
+Embedding is the dominant cost of indexing, so the job must survive being killed and must
+never encode a passage twice:
 
-- Vectors live in the index root's content-addressed store
-  (:mod:`retrieval.vectors.store`), keyed by (model id, passage hash), outside any one
-  generation. A generation's passages are looked up there by hash: unchanged passages
-  are linked (read from the store), only new or changed ones reach the encoder.
-- New passages are encoded in batches of ``chunk_docs`` documents; each batch is one
-  committed store segment, so a killed run resumes from its last segment with exactly
-  one vector per passage.
-- When every passage has a vector, each shard's HNSW index is built from the looked-up
-  vectors (skipped when the saved one was built from the same passages), the hashes it
-  used are written beside it (the roots of :func:`collect_garbage`), and
-  ``vector/CURRENT`` is pointed at it.
+- Vectors live in the index root's content-addressed store (:mod:`retrieval.vectors.store`),
+  keyed by (model id, passage hash): unchanged passages are linked, only new or changed
+  ones reach the encoder, in batches of ``chunk_docs`` documents, each batch one committed
+  store segment, so a killed run resumes from its last segment.
+- When every passage has a vector, each shard's HNSW index is built (unless the saved one
+  used the same passages), the hashes it used are written beside it (the roots of
+  :func:`collect_garbage`), and ``vector/CURRENT`` is pointed at it.
 
-:func:`backfill_new_generation` is the publishing form: it derives a new generation
-from the serving one (lexical files hard-linked, not rebuilt), backfills it and
-publishes it, so a running service switches to vectors by ``GenerationSet.refresh``.
+:func:`backfill_new_generation` derives a new generation from the serving one (lexical files
+hard-linked), backfills and publishes it; a running service switches by ``refresh``.
 """
 
 from __future__ import annotations

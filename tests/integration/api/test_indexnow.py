@@ -16,7 +16,8 @@ from api.routes.indexnow import PUSH_PRIORITY
 from core.crawldir import CrawlDir
 from core.settings import Settings
 from core.types import Document, doc_id_for
-from crawl.state.sqlite import CrawlDb, NewUrl, Outcome, UrlStatus, UrlUpdate
+from crawl.state.records import NewUrl, Outcome, UrlStatus, UrlUpdate
+from crawl.state.sqlite import CrawlDb
 from retrieval.index.root import IndexRoot
 
 KEY = "a1b2c3d4-e5f6-trawl"

@@ -15,6 +15,7 @@ from core.types import Document
 from retrieval.batch.ray_jobs import ray_build_generation, ray_build_index
 from retrieval.index.build import build_index
 from retrieval.index.root import IndexRoot
+from retrieval.query.request import SearchRequest
 from retrieval.query.service import SearchService
 from training.datasets import BeirDataset
 
@@ -31,8 +32,8 @@ def test_ray_shards_rank_like_local_shards(tmp_path: Path, eval_dir: Path, ray_l
     ray = SearchService.open(tmp_path / "ray", settings)
     queries = list(itertools.islice(BeirDataset.open(cranfield).judged_queries().values(), 40))
     for query in queries:
-        a = local.search(query, size=100, ranker="bm25")
-        b = ray.search(query, size=100, ranker="bm25")
+        a = local.search(SearchRequest(query, size=100, ranker="bm25"))
+        b = ray.search(SearchRequest(query, size=100, ranker="bm25"))
         assert [h.doc_id for h in b.hits] == [h.doc_id for h in a.hits]
         assert [h.score for h in b.hits] == pytest.approx([h.score for h in a.hits], rel=1e-6)
     vocabulary = (tmp_path / "local" / "vocabulary.tsv").read_text().splitlines()[1:]

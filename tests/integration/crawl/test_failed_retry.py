@@ -18,7 +18,7 @@ import pytest
 
 from core.settings import CrawlSettings
 from crawl.run.loop import Crawler
-from crawl.state.sqlite import NewUrl, Outcome, UrlStatus, UrlUpdate
+from crawl.state.records import NewUrl, Outcome, UrlStatus, UrlUpdate
 from tests.fixtures.crawl.web import HostServer, Site, html_page, prose
 
 

@@ -22,7 +22,8 @@ from crawl.extraction.dedup import ContentClaim, fingerprints
 from crawl.extraction.page import parse_html
 from crawl.run.loop import Crawler
 from crawl.state.postgres import PgCrawlDb
-from crawl.state.sqlite import CrawlDb, NewUrl, Outcome, UrlStatus, UrlUpdate
+from crawl.state.records import NewUrl, Outcome, UrlStatus, UrlUpdate
+from crawl.state.sqlite import CrawlDb
 from retrieval.index.docs_source import crawled_documents
 from tests.fixtures.crawl.web import HostServer, Site, html_page, prose
 

@@ -12,7 +12,8 @@ import threading
 
 import psycopg
 
-from crawl.state.postgres import _SCHEMA_DIGEST, PgCrawlDb
+from crawl.state.pg_schema import _SCHEMA_DIGEST
+from crawl.state.postgres import PgCrawlDb
 
 
 def test_a_worker_opens_the_database_while_another_holds_a_transaction_on_urls(pg_dsn: str) -> None:

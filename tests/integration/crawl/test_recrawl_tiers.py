@@ -6,7 +6,7 @@ from collections import Counter
 from collections.abc import Callable
 from typing import Any
 
-from crawl.state.sqlite import NewUrl, Outcome, UrlStatus, UrlUpdate
+from crawl.state.records import NewUrl, Outcome, UrlStatus, UrlUpdate
 
 BUSY, STATIC = "http://s.test/busy", "http://s.test/static"
 

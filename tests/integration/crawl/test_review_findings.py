@@ -7,11 +7,13 @@ import asyncio
 import time
 from pathlib import Path
 
+from crawl.frontier.leases import Feedback, Lease
 from crawl.frontier.postgres import PgFrontier
 from crawl.frontier.seen import SeenUrls
-from crawl.frontier.sqlite import Feedback, Frontier, Lease
+from crawl.frontier.sqlite import Frontier
 from crawl.state.postgres import PgCrawlDb
-from crawl.state.sqlite import CrawlDb, NewUrl, Outcome, UrlStatus, UrlUpdate
+from crawl.state.records import NewUrl, Outcome, UrlStatus, UrlUpdate
+from crawl.state.sqlite import CrawlDb
 
 
 def _worker(db: PgCrawlDb, name: str, **options: float) -> PgFrontier:

@@ -12,7 +12,8 @@ from typing import Any
 from core.crawldir import CrawlDir
 from core.settings import CrawlSettings
 from crawl.run.loop import Crawler
-from crawl.state.sqlite import CrawlDb, NewUrl, Outcome, UrlStatus, UrlUpdate
+from crawl.state.records import NewUrl, Outcome, UrlStatus, UrlUpdate
+from crawl.state.sqlite import CrawlDb
 from tests.fixtures.crawl.web import HostServer, Site, html_page, prose
 
 A, B = "http://s.test/a", "http://s.test/b"

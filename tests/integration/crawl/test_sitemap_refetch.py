@@ -16,7 +16,7 @@ from core.crawldir import CrawlDir
 from core.docstore import DocStore
 from core.settings import CrawlSettings
 from crawl.run.continuous import ContinuousCrawl
-from crawl.state.sqlite import NewUrl, Outcome, UrlKind, UrlStatus, UrlUpdate
+from crawl.state.records import NewUrl, Outcome, UrlKind, UrlStatus, UrlUpdate
 from tests.fixtures.crawl.web import HostServer, Site, html_page, prose
 
 REFETCH_S = 1.0

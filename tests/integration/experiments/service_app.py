@@ -18,9 +18,11 @@ from fastapi import FastAPI, Query, Request, Response
 
 from api.deps import SearchDep
 from api.errors import register_error_handlers
+from api.experiments import open_experiments, search_with_experiments
 from api.routes import experiments
 from api.schemas import SearchResponseModel
 from core.settings import Settings
+from retrieval.query.request import SearchRequest
 from retrieval.query.service import SearchService
 
 
@@ -29,7 +31,7 @@ def create_experiment_app(settings: Settings, *, index_dir: Path) -> FastAPI:
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
         app.state.settings = settings
         app.state.search = SearchService.open(index_dir, settings.search)
-        app.state.experiments = experiments.open_experiments(settings)
+        app.state.experiments = open_experiments(settings)
         try:
             yield
         finally:
@@ -47,9 +49,7 @@ def create_experiment_app(settings: Settings, *, index_dir: Path) -> FastAPI:
         page: Annotated[int, Query(ge=1)] = 1,
         size: Annotated[int | None, Query(ge=1)] = None,
     ) -> Response:
-        outcome = experiments.search_with_experiments(
-            request, lambda ranker: service.search(q, page=page, size=size, ranker=ranker)
-        )
+        outcome = search_with_experiments(request, service, SearchRequest(q, page=page, size=size))
         body = SearchResponseModel.from_domain(outcome.response).model_dump_json()
         http = Response(body, media_type="application/json")
         outcome.apply(http)

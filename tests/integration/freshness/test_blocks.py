@@ -15,8 +15,10 @@ from core.crawldir import CrawlDir
 from core.docstore import DocStore
 from core.settings import Settings
 from core.types import Document, doc_id_for
-from crawl.state.sqlite import CrawlDb, NewUrl
+from crawl.state.records import NewUrl
+from crawl.state.sqlite import CrawlDb
 from retrieval.index.incremental import IncrementalIndexer
+from retrieval.query.request import SearchRequest
 from retrieval.query.service import SearchService
 
 KEY = "block-admin-key"
@@ -45,7 +47,7 @@ def _crawl(data: Path) -> None:
 
 def _found(service: SearchService) -> set[str]:
     service.generations.refresh()
-    return {h.url for h in service.search("glacier moraine", size=10, spell=False).hits}
+    return {h.url for h in service.search(SearchRequest("glacier moraine", size=10, spell=False)).hits}
 
 
 def test_blocking_by_cli_and_admin_api_leaves_search_with_its_reason(tmp_path: Path) -> None:

@@ -7,6 +7,7 @@ from pathlib import Path
 
 from core.settings import SearchSettings
 from retrieval.index.generation import Generation, GenerationSet
+from retrieval.query.request import SearchRequest
 from retrieval.query.service import SearchService
 from tests.integration.freshness.crawled import crawled_index
 
@@ -31,6 +32,6 @@ def test_an_update_landing_while_the_shards_open_is_not_missed(eval_dir: Path, t
 
     service = SearchService(GenerationSet(index, open_then_update), settings)
     assert service.generations.current is opened[0]
-    found = {int(h.doc_id) for h in service.search("zebraquasar", size=10).hits}
+    found = {int(h.doc_id) for h in service.search(SearchRequest("zebraquasar", size=10)).hits}
     assert found == {int(d.doc_id) for d in changed}
     assert len(opened) == 2  # reopened once, for the update it had not seen

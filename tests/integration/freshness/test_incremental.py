@@ -16,6 +16,7 @@ from retrieval.index.build import build_index
 from retrieval.index.docs_source import crawled_documents
 from retrieval.index.incremental import IncrementalIndexer
 from retrieval.index.lexical import LexicalShard
+from retrieval.query.request import SearchRequest
 from retrieval.query.service import SearchService
 from training.datasets import BeirDataset
 
@@ -36,7 +37,7 @@ def _docs(eval_dir: Path) -> list[Document]:
 
 
 def _ranked(service: SearchService, query: str) -> list[tuple[int, float]]:
-    return [(int(h.doc_id), h.score) for h in service.search(query, size=20).hits]
+    return [(int(h.doc_id), h.score) for h in service.search(SearchRequest(query, size=20)).hits]
 
 
 def _same(a: SearchService, b: SearchService) -> None:

@@ -16,6 +16,7 @@ from retrieval.index.generation import open_vectors
 from retrieval.index.incremental import Cursor, IncrementalIndexer
 from retrieval.index.layout import vector_store_dir
 from retrieval.index.root import IndexRoot
+from retrieval.query.request import SearchRequest
 from retrieval.query.service import SearchService
 from retrieval.vectors.backfill import backfill_index
 from retrieval.vectors.embed import Embedder
@@ -47,7 +48,7 @@ def embedder() -> Embedder:
 
 
 def _dense(service: SearchService, query: str) -> list[str]:
-    return [h.url for h in service.search(query, size=5, ranker="dense", spell=False).hits]
+    return [h.url for h in service.search(SearchRequest(query, size=5, ranker="dense", spell=False)).hits]
 
 
 def _held(root: Path) -> dict[int, int]:

@@ -25,6 +25,7 @@ from crawl.extraction.dedup import NearDupIndex, fingerprints
 from crawl.extraction.page import parse_html
 from crawl.run.loop import Crawler
 from retrieval.index.incremental import IncrementalIndexer
+from retrieval.query.request import SearchRequest
 from retrieval.query.service import SearchService
 from tests.fixtures.crawl.web import HostServer, Site, html_page, prose
 
@@ -73,7 +74,9 @@ def _outcome(data: Path, url: str) -> str:
 
 
 def _found(index: Path, query: str) -> set[str]:
-    return {h.url for h in SearchService.open(index).search(query, size=10, snippets=False).hits}
+    return {
+        h.url for h in SearchService.open(index).search(SearchRequest(query, size=10, snippets=False)).hits
+    }
 
 
 def test_a_copy_that_is_unique_again_is_indexed_again(

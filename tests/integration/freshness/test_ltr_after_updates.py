@@ -16,6 +16,7 @@ from rerank.ltr import LtrStage
 from retrieval.index.forward import read_stale
 from retrieval.index.layout import forward_dir
 from retrieval.index.lexical import LexicalShard
+from retrieval.query.request import SearchRequest
 from retrieval.query.service import SearchService
 from tests.integration.freshness.crawled import crawled_index
 from tests.unit.rerank.test_ltr import tiny_model
@@ -28,7 +29,10 @@ def lexical_shards(service: SearchService) -> list[LexicalShard]:
 
 
 def ranked(service: SearchService, query: str) -> list[tuple[int, float]]:
-    return [(int(h.doc_id), round(h.score, 9)) for h in service.search(query, ranker="ltr", size=20).hits]
+    return [
+        (int(h.doc_id), round(h.score, 9))
+        for h in service.search(SearchRequest(query, ranker="ltr", size=20)).hits
+    ]
 
 
 def test_ltr_scores_updated_documents_from_their_current_text(eval_dir: Path, tmp_path: Path) -> None:

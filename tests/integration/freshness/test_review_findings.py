@@ -17,6 +17,7 @@ from core.settings import SearchSettings
 from core.types import Document, doc_id_for
 from retrieval.index.docs_source import crawled_documents
 from retrieval.index.incremental import IncrementalIndexer
+from retrieval.query.request import SearchRequest
 from retrieval.query.service import SearchService
 
 SERVING = SearchSettings(cache_entries=0, use_vectors=False)
@@ -39,7 +40,9 @@ def _base(
 
 
 def _found(index: Path, query: str) -> set[int]:
-    return {int(h.doc_id) for h in SearchService.open(index, SERVING).search(query, size=50).hits}
+    return {
+        int(h.doc_id) for h in SearchService.open(index, SERVING).search(SearchRequest(query, size=50)).hits
+    }
 
 
 def test_a_removal_older_than_the_indexed_version_does_not_take_it_out(tmp_path: Path) -> None:

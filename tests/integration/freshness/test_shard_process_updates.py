@@ -8,6 +8,7 @@ from pathlib import Path
 from core.crawldir import CrawlDir
 from core.deletions import DeletionLog, Removal
 from core.settings import SearchSettings
+from retrieval.query.request import SearchRequest
 from retrieval.query.service import SearchService
 from retrieval.remote.shard_http import connect_shards
 from tests.integration.freshness.crawled import crawled_index
@@ -25,8 +26,10 @@ def test_shard_processes_pick_up_an_update_batch(eval_dir: Path, tmp_path: Path)
         remote = SearchService.open(index, config, remote=connect_shards(",".join(p.url for p in procs)))
         deleted = docs[7]
         deleted_words = " ".join(deleted.title.split()[:4])
-        assert int(deleted.doc_id) in {int(h.doc_id) for h in remote.search(deleted_words, size=50).hits}
-        assert not remote.search("zebraquasar", size=10).hits
+        assert int(deleted.doc_id) in {
+            int(h.doc_id) for h in remote.search(SearchRequest(deleted_words, size=50)).hits
+        }
+        assert not remote.search(SearchRequest("zebraquasar", size=10)).hits
         before = remote.num_docs
 
         changed = [dataclasses.replace(d, body=f"{d.body} zebraquasar", fetched_at=200.0) for d in docs[:3]]
@@ -36,14 +39,16 @@ def test_shard_processes_pick_up_an_update_batch(eval_dir: Path, tmp_path: Path)
         report = indexer.step()
         assert report is not None and report.indexed == 3 and report.removed == 1
 
-        found = {int(h.doc_id) for h in remote.search("zebraquasar", size=10).hits}
+        found = {int(h.doc_id) for h in remote.search(SearchRequest("zebraquasar", size=10)).hits}
         assert found == {int(d.doc_id) for d in changed}
-        assert int(deleted.doc_id) not in {int(h.doc_id) for h in remote.search(deleted_words, size=50).hits}
+        assert int(deleted.doc_id) not in {
+            int(h.doc_id) for h in remote.search(SearchRequest(deleted_words, size=50)).hits
+        }
         assert remote.num_docs == before - 1
         local = SearchService.open(index, config)
         for query in ("zebraquasar", deleted_words, "boundary layer"):
-            assert [h.doc_id for h in remote.search(query, size=20).hits] == [
-                h.doc_id for h in local.search(query, size=20).hits
+            assert [h.doc_id for h in remote.search(SearchRequest(query, size=20)).hits] == [
+                h.doc_id for h in local.search(SearchRequest(query, size=20)).hits
             ]
     finally:
         for p in procs:

@@ -10,7 +10,7 @@ from api.app import create_app
 from core.settings import Settings
 from core.types import Document, doc_id_for
 from retrieval.index.build import build_index
-from retrieval.query.service import collapsed_into
+from retrieval.query.results import collapsed_into
 
 BASE = 0x0F0F_F0F0_1234_ABCD
 

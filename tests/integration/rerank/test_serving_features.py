@@ -24,6 +24,7 @@ from rerank.ltr import LtrStage
 from retrieval.index.build import build_index
 from retrieval.index.layout import lexical_dir
 from retrieval.index.lexical import LexicalShard
+from retrieval.query.request import SearchRequest
 from retrieval.query.service import SearchService
 from tests.fixtures.docs import SMALL_WEB
 from tests.unit.rerank.test_ltr import tiny_model
@@ -57,7 +58,7 @@ def served(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[SearchSer
 def test_logged_features_equal_training_features(served: tuple[SearchService, FeatureLogger, Path]) -> None:
     service, log, index = served
     for raw in QUERIES:
-        response = service.search(raw, ranker="ltr", size=10)
+        response = service.search(SearchRequest(raw, ranker="ltr", size=10))
         assert response.ranker == "ltr" and response.hits
     assert log.flush() is not None
     logged = read_feature_log(log.directory)
@@ -66,7 +67,7 @@ def test_logged_features_equal_training_features(served: tuple[SearchService, Fe
     assert set(logged["generation"].unique()) == {service.generation.id}
 
     lexical = LexicalShard(lexical_dir(index, 0))
-    queries = {raw: service.parse(raw) for raw in QUERIES}
+    queries = {raw: service.parse(SearchRequest(raw)) for raw in QUERIES}
     frame = build_frame(
         "served",
         queries,
@@ -88,7 +89,7 @@ def test_logged_features_equal_training_features(served: tuple[SearchService, Fe
 
 def test_explain_is_served_with_contributions(served: tuple[SearchService, FeatureLogger, Path]) -> None:
     service, _, _ = served
-    response = service.search("list comprehension", ranker="ltr", explain=True)
+    response = service.search(SearchRequest("list comprehension", ranker="ltr", explain=True))
     for hit in response.hits:
         assert hit.explain is not None
         info = hit.explain["ltr"]
@@ -98,7 +99,7 @@ def test_explain_is_served_with_contributions(served: tuple[SearchService, Featu
 
 def test_training_frame_from_logs_and_judgments(served: tuple[SearchService, FeatureLogger, Path]) -> None:
     service, log, _ = served
-    service.search("bread dough", ranker="ltr", size=10)
+    service.search(SearchRequest("bread dough", ranker="ltr", size=10))
     log.flush()
     bread = next(d for d in SMALL_WEB if "bread" in d.url)
     frame = frame_from_logs(

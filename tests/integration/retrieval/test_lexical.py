@@ -11,7 +11,9 @@ from hypothesis import strategies as st
 from core.errors import ManifestError, QueryError
 from core.settings import SearchSettings
 from retrieval.index.build import build_index
-from retrieval.index.lexical import LexicalShard, build_lexical_shard
+from retrieval.index.lexical import LexicalShard
+from retrieval.index.lexical_writer import build_lexical_shard
+from retrieval.query.request import SearchRequest
 from retrieval.query.service import SearchService
 from retrieval.text.analyzer import parse_query
 from tests.fixtures.docs import SMALL_WEB
@@ -153,8 +155,8 @@ def test_paging_is_consistent(tmp_path: Path) -> None:
     # budget: a shard late for it on a loaded machine is left out of that one answer
     # (partial, by design), a different list, which failed this test on CI.
     service = SearchService.open(tmp_path / "idx", SearchSettings(deadline_s=60.0))
-    everything = service.search("list lists comprehension", page=1, size=10)
-    pages = [service.search("list lists comprehension", page=p, size=2) for p in (1, 2, 3)]
+    everything = service.search(SearchRequest("list lists comprehension", page=1, size=10))
+    pages = [service.search(SearchRequest("list lists comprehension", page=p, size=2)) for p in (1, 2, 3)]
     assert not any(r.partial for r in (everything, *pages))
     paged = [h.doc_id for page in pages for h in page.hits]
     assert paged == [h.doc_id for h in everything.hits][:6]
@@ -165,7 +167,7 @@ def test_page_size_is_capped(tmp_path: Path) -> None:
     build_index(SMALL_WEB, tmp_path / "idx")
     service = SearchService.open(tmp_path / "idx")
     with pytest.raises(QueryError, match="size=51 is out of range; use 1 to 50."):
-        service.search("list", size=51)
+        service.search(SearchRequest("list", size=51))
 
 
 def test_missing_index_has_a_clear_error(tmp_path: Path) -> None:

@@ -6,6 +6,7 @@ import pytest
 
 from core.settings import SearchSettings
 from retrieval.index.build import build_index
+from retrieval.query.request import SearchRequest
 from retrieval.query.service import SearchService
 from tests.fixtures.docs import make_doc
 
@@ -38,8 +39,8 @@ def service(tmp_path_factory: pytest.TempPathFactory) -> SearchService:
 
 
 def test_expansion_finds_the_page_that_shares_the_topic_but_not_the_word(service: SearchService) -> None:
-    plain = service.search("wing", ranker="bm25", size=20)
-    expanded = service.search("wing", ranker="bm25-rm3", size=20)
+    plain = service.search(SearchRequest("wing", ranker="bm25", size=20))
+    expanded = service.search(SearchRequest("wing", ranker="bm25-rm3", size=20))
     assert AIRFOIL_ONLY.url not in {h.url for h in plain.hits}
     urls = [h.url for h in expanded.hits]
     assert AIRFOIL_ONLY.url in urls
@@ -51,10 +52,12 @@ def test_expansion_finds_the_page_that_shares_the_topic_but_not_the_word(service
 
 def test_snippets_mark_the_users_words_not_the_expansion(service: SearchService) -> None:
     hit = next(
-        h for h in service.search("wing", ranker="bm25-rm3", size=20).hits if h.url == AIRFOIL_ONLY.url
+        h
+        for h in service.search(SearchRequest("wing", ranker="bm25-rm3", size=20)).hits
+        if h.url == AIRFOIL_ONLY.url
     )
     assert "<mark>" not in hit.snippet
 
 
 def test_a_query_nothing_matches_stays_empty(service: SearchService) -> None:
-    assert service.search("zeppelin", ranker="bm25-rm3").hits == ()
+    assert service.search(SearchRequest("zeppelin", ranker="bm25-rm3")).hits == ()

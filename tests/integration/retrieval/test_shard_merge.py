@@ -9,6 +9,7 @@ import pytest
 
 from retrieval.index.build import build_index
 from retrieval.index.lexical import LexicalShard
+from retrieval.query.request import SearchRequest
 from retrieval.query.service import SearchService
 from training.datasets import BeirDataset
 
@@ -39,8 +40,8 @@ def indexes(eval_dir: Path, tmp_path_factory: pytest.TempPathFactory) -> dict[in
 def test_sharded_top_k_equals_single_index(
     indexes: dict[int, SearchService], shards: int, query: str
 ) -> None:
-    single = indexes[1].search(query, size=20)
-    merged = indexes[shards].search(query, size=20)
+    single = indexes[1].search(SearchRequest(query, size=20))
+    merged = indexes[shards].search(SearchRequest(query, size=20))
     assert merged.total == single.total
     assert [h.doc_id for h in merged.hits] == [h.doc_id for h in single.hits]
     for a, b in zip(merged.hits, single.hits, strict=True):
@@ -53,8 +54,8 @@ def lexical_shards(service: SearchService) -> list[LexicalShard]:
 
 def test_without_shared_statistics_scores_drift(indexes: dict[int, SearchService]) -> None:
     service = indexes[4]
-    query = service.parse(QUERIES[1])
-    single = {h.doc_id: h.score for h in indexes[1].search(QUERIES[1], size=50).hits}
+    query = service.parse(SearchRequest(QUERIES[1]))
+    single = {h.doc_id: h.score for h in indexes[1].search(SearchRequest(QUERIES[1], size=50)).hits}
     drift = [
         abs(hit.score - single[hit.doc_id]) / single[hit.doc_id]
         for shard in lexical_shards(service)
@@ -77,7 +78,7 @@ def test_merged_candidates_equal_single_index_candidates(
 ) -> None:
     """The broker cuts N shards' candidates to the global top-k: what one index would give."""
     single, sharded = indexes[1], indexes[4]
-    parsed = single.parse(query)
+    parsed = single.parse(SearchRequest(query))
 
     def candidates(service: SearchService) -> list[tuple[int, int | None, float]]:
         gathered = service.generation.broker.gather(parsed, vector=None, k_lexical=15, k_vector=0)
@@ -86,4 +87,4 @@ def test_merged_candidates_equal_single_index_candidates(
     got, want = candidates(sharded), candidates(single)
     assert [(d, r) for d, r, _ in got] == [(d, r) for d, r, _ in want]
     assert [s for _, _, s in got] == pytest.approx([s for _, _, s in want], rel=1e-4)
-    assert len(got) == min(15, single.search(query).total)
+    assert len(got) == min(15, single.search(SearchRequest(query)).total)

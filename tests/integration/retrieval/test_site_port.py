@@ -7,6 +7,7 @@ from pathlib import Path
 from core.settings import SearchSettings
 from core.types import Document, doc_id_for
 from retrieval.index.build import build_index
+from retrieval.query.request import SearchRequest
 from retrieval.query.service import SearchService
 
 
@@ -28,11 +29,11 @@ def test_site_with_a_port_matches_only_that_port(tmp_path: Path) -> None:
     try:
 
         def found(query: str) -> set[str]:
-            return {hit.url for hit in service.search(query, size=10).hits}
+            return {hit.url for hit in service.search(SearchRequest(query, size=10)).hits}
 
         assert found("asyncio site:127.0.0.1:8099") == set(urls[:2])
         assert found("asyncio site:127.0.0.1") == set(urls[:3])
         assert found("asyncio site:x.org:443") == {urls[3]}
-        assert service.parse("asyncio site:127.0.0.1:8099").site == "127.0.0.1:8099"
+        assert service.parse(SearchRequest("asyncio site:127.0.0.1:8099")).site == "127.0.0.1:8099"
     finally:
         service.close()

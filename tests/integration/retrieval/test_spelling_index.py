@@ -19,6 +19,7 @@ from core.types import Document, SearchResponse
 from retrieval.index.build import build_index
 from retrieval.index.layout import vocabulary_file
 from retrieval.index.vocabulary import Vocabulary
+from retrieval.query.request import SearchRequest
 from retrieval.query.service import SearchService
 from tests.conftest import ServerThread
 from tests.fixtures.docs import make_doc
@@ -112,7 +113,7 @@ def test_seeded_misspellings_get_the_right_suggestion(service: SearchService, vo
         if len(cases) == 300:
             break
     assert len(cases) >= 100
-    right = sum(corrected(service.search(typo)) == word for word, typo in cases)
+    right = sum(corrected(service.search(SearchRequest(typo))) == word for word, typo in cases)
     rate = right / len(cases)
     print(f"spelling: {right}/{len(cases)} seeded misspellings corrected ({rate:.1%})")
     assert rate >= 0.90
@@ -128,7 +129,7 @@ def test_correctly_spelled_queries_are_never_corrected(
     raw = data.draw(st.sampled_from(["{}", '"{}"', "{} site:docs.python.org", "{} 3.12"])).format(
         " ".join(styled)
     )
-    response = service.search(raw)
+    response = service.search(SearchRequest(raw))
     assert response.suggestion is None and response.rewritten_from is None
     assert response.query.raw == raw
 
@@ -141,24 +142,24 @@ def test_rewrite_only_below_the_result_threshold(tmp_path: Path) -> None:
     build_index(docs, index)
     service = SearchService.open(index, SearchSettings(cache_entries=0, spell_rewrite_below=3))
     try:
-        none_found = service.search("pythom")
+        none_found = service.search(SearchRequest("pythom"))
         assert none_found.rewritten_from == "pythom" and none_found.query.raw == "python"
         assert none_found.total == 6 and none_found.suggestion is None
 
-        two_found = service.search("sorting pythom")  # 2 results < 3: rewritten
+        two_found = service.search(SearchRequest("sorting pythom"))  # 2 results < 3: rewritten
         assert two_found.rewritten_from == "sorting pythom" and two_found.total == 8
 
-        six_found = service.search("release pythom")  # 6 results: only a suggestion
+        six_found = service.search(SearchRequest("release pythom"))  # 6 results: only a suggestion
         assert six_found.rewritten_from is None and six_found.suggestion == "release python"
         assert six_found.query.raw == "release pythom" and six_found.total == 6
 
-        as_typed = service.search("pythom", spell=False)
+        as_typed = service.search(SearchRequest("pythom", spell=False))
         assert as_typed.total == 0 and as_typed.suggestion is None and as_typed.rewritten_from is None
     finally:
         service.close()
     never = SearchService.open(index, SearchSettings(cache_entries=0, spell_rewrite_below=0))
     try:
-        offered = never.search("pythom")
+        offered = never.search(SearchRequest("pythom"))
         assert offered.total == 0 and offered.rewritten_from is None and offered.suggestion == "python"
     finally:
         never.close()
@@ -170,7 +171,7 @@ def test_index_without_vocabulary_serves_without_suggestions(tmp_path: Path) -> 
     vocabulary_file(index).unlink()
     service = SearchService.open(index, SearchSettings(cache_entries=0))
     try:
-        response = service.search("pythom")
+        response = service.search(SearchRequest("pythom"))
         assert response.total == 0 and response.suggestion is None and response.rewritten_from is None
     finally:
         service.close()
@@ -229,10 +230,10 @@ def test_a_word_only_in_pages_indexed_since_the_build_is_not_corrected_away(tmp_
         index, SearchSettings(cache_entries=0, spell_rewrite_below=3, use_vectors=False)
     )
     try:
-        response = service.search("lisp")
+        response = service.search(SearchRequest("lisp"))
         assert response.rewritten_from is None and response.suggestion is None, response
         assert [h.url for h in response.hits] == [fresh.url]
-        typo = service.search("lisst")  # a typo of an old word is still corrected
+        typo = service.search(SearchRequest("lisst"))  # a typo of an old word is still corrected
         assert typo.rewritten_from == "lisst" and typo.total == 6
     finally:
         service.close()
@@ -242,6 +243,6 @@ def test_a_word_only_in_pages_indexed_since_the_build_is_not_corrected_away(tmp_
         rebuilt, SearchSettings(cache_entries=0, spell_rewrite_below=3, use_vectors=False)
     )
     try:
-        assert same.search("lisp").rewritten_from is None  # what a rebuild serves
+        assert same.search(SearchRequest("lisp")).rewritten_from is None  # what a rebuild serves
     finally:
         same.close()

@@ -12,7 +12,9 @@ import pytest
 
 from core.types import Document
 from retrieval.index.build import build_index
-from retrieval.index.lexical import LexicalShard, build_lexical_shard
+from retrieval.index.lexical import LexicalShard
+from retrieval.index.lexical_writer import build_lexical_shard
+from retrieval.query.request import SearchRequest
 from retrieval.query.service import SearchService
 from retrieval.text.analyzer import parse_query
 from tests.fixtures.docs import make_doc
@@ -98,8 +100,8 @@ def test_titles_and_headings_only_not_the_body(shard: LexicalShard) -> None:
 def test_sharded_scores_equal_one_index(tmp_path: Path, query: str) -> None:
     build_index(PAGES, tmp_path / "one", shards=1)
     build_index(PAGES, tmp_path / "two", shards=2)
-    single = SearchService.open(tmp_path / "one").search(query, size=10, ranker="bm25")
-    merged = SearchService.open(tmp_path / "two").search(query, size=10, ranker="bm25")
+    single = SearchService.open(tmp_path / "one").search(SearchRequest(query, size=10, ranker="bm25"))
+    merged = SearchService.open(tmp_path / "two").search(SearchRequest(query, size=10, ranker="bm25"))
     assert merged.total == single.total
     assert [h.doc_id for h in merged.hits] == [h.doc_id for h in single.hits]
     for a, b in zip(merged.hits, single.hits, strict=True):
@@ -111,7 +113,7 @@ def test_explain_shows_what_the_stopwords_added(tmp_path: Path) -> None:
 
     build_index(PAGES, tmp_path / "idx", shards=2)
     service = SearchService.open(tmp_path / "idx")
-    response = service.search("with statement", size=10, ranker="bm25", explain=True)
+    response = service.search(SearchRequest("with statement", size=10, ranker="bm25", explain=True))
     hit = response.hits[0]
     assert hit.explain is not None
     shard = int(hit.explain["shard"])
@@ -132,9 +134,9 @@ def test_a_typo_beside_a_stopword_is_still_corrected(tmp_path: Path) -> None:
     )
     build_index((*PAGES, *more), tmp_path / "idx", shards=1)
     service = SearchService.open(tmp_path / "idx")
-    assert service.search("if", ranker="bm25", spell=False).total >= 3
-    response = service.search("if statment", ranker="bm25")
+    assert service.search(SearchRequest("if", ranker="bm25", spell=False)).total >= 3
+    response = service.search(SearchRequest("if statment", ranker="bm25"))
     assert response.rewritten_from == "if statment"
     assert [h.url for h in response.hits][:1] == [COMPOUND]
     # A query whose words are in the index is never rewritten.
-    assert service.search("if statements", ranker="bm25").rewritten_from is None
+    assert service.search(SearchRequest("if statements", ranker="bm25")).rewritten_from is None

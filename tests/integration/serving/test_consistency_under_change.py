@@ -21,6 +21,7 @@ from core.settings import SearchSettings
 from core.types import Document
 from retrieval.index.build import build_index
 from retrieval.index.incremental import IncrementalIndexer
+from retrieval.query.request import SearchRequest
 from retrieval.query.service import SearchService
 from retrieval.text.analyzer import parse_query
 from tests.fixtures.docs import SMALL_WEB, make_doc
@@ -42,10 +43,10 @@ def test_cursor_keeps_the_filters_it_was_made_with(two_shards: SearchService) ->
     """A cursor pins query, ranker and generation, but not site/lang/filetype: following
     ``next_cursor`` alone (what a client does) continues a *different* ranked list."""
     service = two_shards
-    first = service.search("list", size=1, site="docs.python.org")
+    first = service.search(SearchRequest("list", size=1, site="docs.python.org"))
     assert [h.url for h in first.hits] == [DATASTRUCTURES] and first.total == 2
     assert first.next_cursor is not None
-    second = service.search(None, cursor=first.next_cursor)
+    second = service.search(SearchRequest(cursor=first.next_cursor))
     # page 2 of the filtered list is functions.html; the bug serves page 2 of the unfiltered
     # list (6 results), which repeats datastructures.html from page 1.
     assert second.total == first.total
@@ -54,12 +55,12 @@ def test_cursor_keeps_the_filters_it_was_made_with(two_shards: SearchService) ->
 
 def test_cursor_cannot_be_replayed_under_another_filter(two_shards: SearchService) -> None:
     service = two_shards
-    first = service.search("list", size=1, site="docs.python.org")
+    first = service.search(SearchRequest("list", size=1, site="docs.python.org"))
     assert first.next_cursor is not None
     with pytest.raises(QueryError, match="site cannot change while following a cursor"):
-        service.search(None, cursor=first.next_cursor, site="example.org")
+        service.search(SearchRequest(cursor=first.next_cursor, site="example.org"))
     # The same filter beside the cursor is no change.
-    same = service.search(None, cursor=first.next_cursor, site="docs.python.org")
+    same = service.search(SearchRequest(cursor=first.next_cursor, site="docs.python.org"))
     assert [h.url for h in same.hits] == [FUNCTIONS]
 
 
@@ -68,7 +69,7 @@ def test_a_hit_lost_at_fetch_makes_the_page_partial_and_uncached(two_shards: Sea
     the response says partial=False, names no missing shard and is cached."""
     service = two_shards
     broker = service.generation.broker
-    complete = service.search("list", size=10)
+    complete = service.search(SearchRequest("list", size=10))
     assert len(complete.hits) == 6
     service.cache.clear()
     victim = broker.shards[1][0]
@@ -81,13 +82,13 @@ def test_a_hit_lost_at_fetch_makes_the_page_partial_and_uncached(two_shards: Sea
 
     victim.fetch = failing_fetch  # type: ignore[method-assign]
     try:
-        broken = service.search("list", size=10)
+        broken = service.search(SearchRequest("list", size=10))
     finally:
         victim.fetch = real_fetch  # type: ignore[method-assign]
     assert calls["n"] >= 1
     assert len(broken.hits) < len(complete.hits)  # hits were lost
     assert broken.partial, "hits were dropped, but the response claims to be complete"
-    again = service.search("list", size=10)  # the shard is healthy again
+    again = service.search(SearchRequest("list", size=10))  # the shard is healthy again
     assert not again.cached and len(again.hits) == 6, "the incomplete page was cached"
 
 
@@ -112,7 +113,7 @@ def test_in_place_update_during_a_search_does_not_leave_a_stale_cache_entry(tmp_
     data, indexer, service = _updatable(tmp_path)
     try:
         new = make_doc("https://example.org/zebra", "Zebra", "zebra zebra quasar", lang="en")
-        real_ranked = service.ranked
+        real_ranked = service.retriever.ranked
         done = {"update": False}
 
         def ranked_then_update(*args, **kwargs):  # type: ignore[no-untyped-def]
@@ -125,11 +126,11 @@ def test_in_place_update_during_a_search_does_not_leave_a_stale_cache_entry(tmp_
                 service.generations.refresh()
             return out
 
-        service.ranked = ranked_then_update  # type: ignore[method-assign]
-        before = service.search("zebra")
+        service.retriever.ranked = ranked_then_update  # type: ignore[method-assign]
+        before = service.search(SearchRequest("zebra"))
         assert before.total == 0
-        service.ranked = real_ranked  # type: ignore[method-assign]
-        after = service.search("zebra")
+        service.retriever.ranked = real_ranked  # type: ignore[method-assign]
+        after = service.search(SearchRequest("zebra"))
         assert after.total == 1, f"stale answer served from the cache (cached={after.cached})"
     finally:
         service.close()
@@ -140,13 +141,13 @@ def test_cursor_survives_an_in_place_update_without_repeating(tmp_path: Path) ->
     the ranked list, so following a cursor repeats (or skips) results."""
     data, indexer, service = _updatable(tmp_path)
     try:
-        first = service.search("list", size=2)
+        first = service.search(SearchRequest("list", size=2))
         assert first.next_cursor is not None
         shown = [h.url for h in first.hits]
         top = make_doc("https://example.org/list-top", "List list", "list " * 40, lang="en")
         DocStore(CrawlDir(data).docs).append([dataclasses.replace(top, fetched_at=200.0)])
         assert indexer.step() is not None
-        second = service.search(None, cursor=first.next_cursor)
+        second = service.search(SearchRequest(cursor=first.next_cursor))
         repeated = set(shown) & {h.url for h in second.hits}
         assert not repeated, f"following the cursor repeated {repeated}"
     finally:
@@ -172,13 +173,13 @@ def test_cursor_over_remote_shards_reads_the_generation_it_was_made_on(tmp_path:
         shard = HttpShard("http://shard0", client=client)
         service = SearchService.open(root.root, settings, remote=[[shard]])
         try:
-            first = service.search("list", size=2)
+            first = service.search(SearchRequest("list", size=2))
             assert first.generation == old and first.next_cursor is not None
             shown = [h.url for h in first.hits]
             top = make_doc("https://example.org/list-top", "List list", "list " * 40, lang="en")
             new = root.build([*SMALL_WEB, top])
             root.publish(new)
-            second = service.search(None, cursor=first.next_cursor)
+            second = service.search(SearchRequest(cursor=first.next_cursor))
             assert second.generation == old  # the response says: the old generation
             urls = [h.url for h in second.hits]
             assert top.url not in urls, "a document of the new generation on a page of the old one"
@@ -200,7 +201,7 @@ def test_a_publish_during_a_search_does_not_fail_it(tmp_path: Path) -> None:
         root.root, SearchSettings(use_vectors=False, spelling=False, keep_generations=1)
     )
     try:
-        real = service.query_vector
+        real = service.rankers.query_vector
         fired = {"done": False}
 
         def publish_meanwhile(*args, **kwargs):  # type: ignore[no-untyped-def]
@@ -210,9 +211,9 @@ def test_a_publish_during_a_search_does_not_fail_it(tmp_path: Path) -> None:
                 service.generations.refresh()  # another request's refresh
             return real(*args, **kwargs)
 
-        service.query_vector = publish_meanwhile  # type: ignore[method-assign]
+        service.rankers.query_vector = publish_meanwhile  # type: ignore[method-assign]
         try:
-            response = service.search("list")
+            response = service.search(SearchRequest("list"))
         except TrawlError:
             return  # a 4xx/5xx with a message would be acceptable
         except Exception as exc:  # noqa: BLE001
@@ -263,10 +264,10 @@ def test_cache_key_covers_what_the_query_encoder_sees(tmp_path: Path, embedder) 
     service = _vector_service(tmp_path, embedder, SMALL_WEB)
     try:
         assert "dense" in service.ranker_names()
-        a = service.search("list comprehension", ranker="dense")
-        b = service.search("comprehension list", ranker="dense")
+        a = service.search(SearchRequest("list comprehension", ranker="dense"))
+        b = service.search(SearchRequest("comprehension list", ranker="dense"))
         service.cache.clear()
-        fresh = service.search("comprehension list", ranker="dense")
+        fresh = service.search(SearchRequest("comprehension list", ranker="dense"))
         assert [h.score for h in a.hits] != [h.score for h in fresh.hits]  # the vectors differ
         assert [(h.doc_id, h.score) for h in b.hits] == [(h.doc_id, h.score) for h in fresh.hits], (
             f"served from the cache entry of another vector (cached={b.cached})"
@@ -290,9 +291,9 @@ def test_dense_total_and_cursor_match_what_dense_can_list(tmp_path: Path, embedd
             return real(*args, **kwargs)
 
         broker.gather = counting  # type: ignore[method-assign]
-        first = service.search("report", ranker="dense", size=10)
+        first = service.search(SearchRequest("report", ranker="dense", size=10))
         listed = len(first.hits)
-        follow = service.search(None, cursor=first.next_cursor) if first.next_cursor else None
+        follow = service.search(SearchRequest(cursor=first.next_cursor)) if first.next_cursor else None
         assert first.total <= 10 + 1, f"total={first.total} but dense can list at most candidate_k"
         assert follow is None or follow.hits, "next_cursor led to an empty page"
         assert first.total == listed, "the total counts documents dense does not list"
@@ -307,7 +308,7 @@ def test_document_of_a_failed_shard_is_not_reported_as_not_found(two_shards: Sea
     from core.errors import IndexStateError
 
     service = two_shards
-    hit = service.search("list", size=10).hits[0]
+    hit = service.search(SearchRequest("list", size=10)).hits[0]
     broker = service.generation.broker
     owner = next(
         i for i, r in enumerate(broker.shards) if hit.doc_id in r[0].lexical.stored_many([hit.doc_id])
@@ -330,11 +331,11 @@ def test_hybrid_total_counts_each_document_once(tmp_path: Path, embedder) -> Non
     docs = _reports(60)
     service = _vector_service(tmp_path, embedder, docs, candidate_k=10)
     try:
-        response = service.search("report", ranker="hybrid", size=10)
+        response = service.search(SearchRequest("report", ranker="hybrid", size=10))
         assert response.total <= service.num_docs == 60, f"total={response.total} of 60 documents"
         pages = [response]
         while pages[-1].next_cursor:
-            pages.append(service.search(None, cursor=pages[-1].next_cursor))
+            pages.append(service.search(SearchRequest(cursor=pages[-1].next_cursor)))
         listed = [h.doc_id for p in pages for h in p.hits]
         assert len(listed) == len(set(listed)) == response.total, (len(listed), response.total)
     finally:
@@ -348,11 +349,11 @@ def test_a_hung_shard_costs_one_deadline_not_one_per_tier(tmp_path: Path, embedd
     import time
 
     from core.settings import EmbedSettings
-    from retrieval import layout
+    from retrieval.index import layout
     from retrieval.index.generation import open_vectors
     from retrieval.index.lexical import LexicalShard
     from retrieval.index.root import IndexRoot
-    from retrieval.query.broker import LocalShard
+    from retrieval.query.shard_backend import LocalShard
     from retrieval.vectors.backfill import backfill_index
 
     docs = _reports(120)
@@ -398,7 +399,7 @@ def test_a_hung_shard_costs_one_deadline_not_one_per_tier(tmp_path: Path, embedd
     )
     try:
         started = time.perf_counter()
-        response = service.search("report", ranker="hybrid", page=5, size=10)
+        response = service.search(SearchRequest("report", ranker="hybrid", page=5, size=10))
         took = time.perf_counter() - started
         assert response.partial
         assert took < 3 * deadline, f"one search took {took:.2f} s with deadline_s={deadline}"
@@ -443,16 +444,16 @@ def test_a_generation_keeps_one_view_before_its_latest_update(tmp_path: Path) ->
         assert indexer.step() is not None
 
     try:
-        first = service.search("list", size=2)
+        first = service.search(SearchRequest("list", size=2))
         update("https://example.org/list-a", 200.0)
-        second = service.search("list", size=2)
+        second = service.search(SearchRequest("list", size=2))
         assert second.total == first.total + 1  # the update is served...
         assert first.next_cursor and second.next_cursor
-        assert service.search(None, cursor=first.next_cursor).hits  # ...and the view before it
+        assert service.search(SearchRequest(cursor=first.next_cursor)).hits  # ...and the view before it
         update("https://example.org/list-b", 300.0)
-        assert service.search("list", size=2).total == first.total + 2
+        assert service.search(SearchRequest("list", size=2)).total == first.total + 2
         with pytest.raises(QueryError, match="no longer served"):
-            service.search(None, cursor=first.next_cursor)
-        assert service.search(None, cursor=second.next_cursor).hits
+            service.search(SearchRequest(cursor=first.next_cursor))
+        assert service.search(SearchRequest(cursor=second.next_cursor)).hits
     finally:
         service.close()

@@ -18,7 +18,8 @@ from retrieval.index.generation import open_vectors
 from retrieval.index.layout import lexical_dir
 from retrieval.index.lexical import LexicalShard
 from retrieval.index.root import IndexRoot, resolve_index
-from retrieval.query.broker import Broker, LocalShard
+from retrieval.query.broker import Broker
+from retrieval.query.shard_backend import LocalShard
 from retrieval.text.analyzer import parse_query
 from retrieval.vectors.backfill import backfill_index
 from retrieval.vectors.embed import Embedder

@@ -14,6 +14,7 @@ from core.settings import SearchSettings, Settings
 from rerank.ltr import LtrStage
 from rerank.pipeline import open_search_service
 from retrieval.index.root import IndexRoot
+from retrieval.query.request import SearchRequest
 from retrieval.query.service import SearchService
 from retrieval.vectors.backfill import backfill_new_generation
 from retrieval.vectors.embed import Embedder
@@ -37,7 +38,7 @@ def test_the_default_falls_back_to_bm25_without_vectors_and_says_why(eval_dir: P
         try:
             assert service.default_ranker(service.generation) == ranker
             assert why in service.default_reason(service.generation)
-            assert service.search("boundary layer heat transfer").ranker == ranker
+            assert service.search(SearchRequest("boundary layer heat transfer")).ranker == ranker
         finally:
             service.close()
 
@@ -58,7 +59,7 @@ def test_publishing_vectors_attaches_the_encoder_on_switch(eval_dir: Path, tmp_p
         embedder = Embedder.from_settings(settings.embed)
         generation, _report = backfill_new_generation(root.root, embedder, settings.embed)
 
-        response = service.search("boundary layer heat transfer")
+        response = service.search(SearchRequest("boundary layer heat transfer"))
         assert service.generation.id == generation != first
         assert service.encoder is not None
         assert service.encoder_model == service.generation.vector_model == embedder.model_id
@@ -72,7 +73,7 @@ def test_publishing_vectors_attaches_the_encoder_on_switch(eval_dir: Path, tmp_p
         try:
             assert plain.default_ranker(plain.generation) == "hybrid"
             assert "no LTR model" in plain.default_reason(plain.generation)
-            assert plain.search("boundary layer heat transfer").ranker == "hybrid"
+            assert plain.search(SearchRequest("boundary layer heat transfer")).ranker == "hybrid"
         finally:
             plain.close()
     finally:

@@ -11,13 +11,15 @@ import pytest
 
 from core.settings import SearchSettings
 from rerank.features import FeatureContext, compute_features
-from retrieval.index.forward import ShardFeatures
+from retrieval.index.forward_features import ShardFeatures
 from retrieval.index.layout import lexical_dir
 from retrieval.index.lexical import LexicalShard
 from retrieval.index.root import IndexRoot, resolve_index
-from retrieval.query.broker import Broker, LocalShard, ShardRequest
+from retrieval.query.broker import Broker
 from retrieval.query.hybrid import merge_shards
+from retrieval.query.request import SearchRequest
 from retrieval.query.service import SearchService
+from retrieval.query.shard_backend import LocalShard, ShardRequest
 from retrieval.text.analyzer import parse_query
 from retrieval.vectors.hnsw import VectorShard
 from tests.fixtures.shards import http_broker
@@ -213,11 +215,11 @@ def test_scores_from_incomplete_statistics_are_flagged_and_never_cached(root: Pa
     assert isinstance(shard, LocalShard)
     failing = _NoStatistics.doc_freqs.__get__(shard)
     shard.doc_freqs = failing  # type: ignore[method-assign]
-    first = service.search("wing flow", ranker="bm25")
-    again = service.search("wing flow", ranker="bm25")
+    first = service.search(SearchRequest("wing flow", ranker="bm25"))
+    again = service.search(SearchRequest("wing flow", ranker="bm25"))
     assert first.hits and not first.partial and not again.cached
     del shard.doc_freqs  # the statistics step answers again
-    fresh = service.search("wing flow", ranker="bm25")
-    assert not fresh.cached and service.search("wing flow", ranker="bm25").cached
+    fresh = service.search(SearchRequest("wing flow", ranker="bm25"))
+    assert not fresh.cached and service.search(SearchRequest("wing flow", ranker="bm25")).cached
     # The frequencies were missing, not wrong: the scores move once they are whole.
     assert [h.score for h in fresh.hits] != [h.score for h in first.hits]

@@ -12,7 +12,8 @@ from pathlib import Path
 
 from core.settings import Settings
 from retrieval.index import layout
-from retrieval.index.lexical import FORMAT_VERSION, LexicalShard
+from retrieval.index.lexical import LexicalShard
+from retrieval.index.lexical_schema import FORMAT_VERSION
 from training.datasets import BeirDataset
 from training.evaluate import cached_index
 

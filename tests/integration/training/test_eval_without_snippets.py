@@ -6,6 +6,7 @@ from pathlib import Path
 
 from core.settings import SearchSettings
 from retrieval.index.build import build_index
+from retrieval.query.request import SearchRequest
 from retrieval.query.service import SearchService
 from tests.fixtures.docs import make_doc
 from training.evaluate import served_ranking
@@ -27,8 +28,8 @@ def test_snippets_off_serves_the_same_ranked_list(tmp_path: Path) -> None:
     service = SearchService.open(tmp_path / "index", SearchSettings(cache_entries=0))
     try:
         for query in ("heat transfer", "shock wing", "laminar boundary layer"):
-            full = service.search(query, size=50, spell=False)
-            bare = service.search(query, size=50, spell=False, snippets=False)
+            full = service.search(SearchRequest(query, size=50, spell=False))
+            bare = service.search(SearchRequest(query, size=50, spell=False, snippets=False))
             assert [h.url for h in bare.hits] == [h.url for h in full.hits]
             assert [h.score for h in bare.hits] == [h.score for h in full.hits]
             assert any(h.snippet for h in full.hits) and not any(h.snippet for h in bare.hits)
@@ -36,7 +37,7 @@ def test_snippets_off_serves_the_same_ranked_list(tmp_path: Path) -> None:
             followed = served_ranking(service, query, "bm25", depth=100)
             paged = [h.external_id or h.url for h in full.hits]
             if full.next_cursor:
-                more = service.search(None, cursor=full.next_cursor, spell=False)
+                more = service.search(SearchRequest(cursor=full.next_cursor, spell=False))
                 paged += [h.external_id or h.url for h in more.hits]
             assert followed == paged[:100]
     finally:

@@ -7,7 +7,8 @@ from pathlib import Path
 
 from crawl.frontier.seen import SeenUrls
 from crawl.frontier.sqlite import Frontier
-from crawl.state.sqlite import CrawlDb, NewUrl
+from crawl.state.records import NewUrl
+from crawl.state.sqlite import CrawlDb
 
 URL = "http://poison.test/bomb"
 

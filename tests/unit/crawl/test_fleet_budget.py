@@ -10,8 +10,9 @@ from typing import Any
 import psycopg
 from psycopg.rows import dict_row
 
-from crawl.state.postgres import PgCrawlDb, _insert
-from crawl.state.sqlite import NewUrl, Outcome, UrlStatus, UrlUpdate
+from crawl.state.pg_batch import insert_urls
+from crawl.state.postgres import PgCrawlDb
+from crawl.state.records import NewUrl, Outcome, UrlStatus, UrlUpdate
 
 
 def _spent(db: PgCrawlDb) -> int:
@@ -95,7 +96,7 @@ def test_counting_admissions_leaves_the_host_free_to_lease(pg_dsn: str) -> None:
         two.apply(inserts=[NewUrl("http://h/1", "h", 1, 0.5)], leases=[], updates=[], hosts=[], now=now)
         with psycopg.connect(pg_dsn, row_factory=dict_row) as one:  # a transaction left open
             with one.cursor() as cur:
-                _insert(cur, [NewUrl("http://h/2", "h", 1, 0.5)], now, cap=10)
+                insert_urls(cur, [NewUrl("http://h/2", "h", 1, 0.5)], now, cap=10)
             got = _lease(two, "w2", n=1, budget=None)
             assert [r["url"] for r in got] == ["http://h/1"]
             one.commit()

@@ -1,6 +1,6 @@
 """Hosts shared fairly across the fleet when there are fewer of them than callers: while
 another worker is short of hosts, a worker leases only up to one host more than that
-worker holds (``crawl.state.postgres._LEASE``). Without it, the worker that leased first kept
+worker holds (``crawl.state.pg_leasing._LEASE``). Without it, the worker that leased first kept
 its hosts (a release and the next lease share a round) and two bench workers split the
 5,000 pages 3,915 to 1,105."""
 
@@ -10,7 +10,7 @@ import time
 from typing import Any
 
 from crawl.state.postgres import PgCrawlDb
-from crawl.state.sqlite import HostState, NewUrl
+from crawl.state.records import HostState, NewUrl
 
 
 def _seed(db: PgCrawlDb, hosts: int, now: float) -> None:

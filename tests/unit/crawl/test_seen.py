@@ -9,7 +9,8 @@ import pytest
 
 from crawl.frontier.seen import SeenUrls
 from crawl.frontier.sqlite import Frontier
-from crawl.state.sqlite import CrawlDb, NewUrl
+from crawl.state.records import NewUrl
+from crawl.state.sqlite import CrawlDb
 
 
 def _url(i: int) -> str:

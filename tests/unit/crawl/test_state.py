@@ -11,7 +11,8 @@ from pathlib import Path
 from typing import Any
 
 from crawl.state.host_health import host_health
-from crawl.state.sqlite import CrawlDb, HostState, NewUrl, Outcome, UrlStatus, UrlUpdate
+from crawl.state.records import HostState, NewUrl, Outcome, UrlStatus, UrlUpdate
+from crawl.state.sqlite import CrawlDb
 
 
 def _crawl_db(open_db: Callable[[], CrawlDb]) -> None:

@@ -12,9 +12,11 @@ import pytest
 from core.types import DocId, Query
 from rerank.features import SCHEMA, FeatureContext, compute_features
 from retrieval.index.build import build_index
-from retrieval.index.forward import BODY_CHARS, SHARD_COLUMNS, ForwardIndex, ShardFeatures, shard_features
+from retrieval.index.forward import BODY_CHARS, ForwardIndex
+from retrieval.index.forward_features import SHARD_COLUMNS, ShardFeatures, shard_features
 from retrieval.index.layout import forward_dir, lexical_dir
-from retrieval.index.lexical import LexicalShard, write_forward_index
+from retrieval.index.lexical import LexicalShard
+from retrieval.index.lexical_writer import write_forward_index
 from retrieval.query.hybrid import shard_candidates
 from retrieval.text.analyzer import parse_query
 from retrieval.text.tokenizer import analyze
@@ -147,7 +149,7 @@ def test_selecting_and_merging_keeps_rows_with_their_documents(shard: LexicalSha
 
 
 def _terms(query: Query):  # noqa: ANN202 - QueryTerms
-    from retrieval.index.forward import QueryTerms
+    from retrieval.index.forward_features import QueryTerms
 
     return QueryTerms.of(query)
 

@@ -9,7 +9,8 @@ import numpy as np
 import pytest
 
 from core.types import DocId, ScoredDoc
-from retrieval.index.lexical import LexicalShard, build_lexical_shard
+from retrieval.index.lexical import LexicalShard
+from retrieval.index.lexical_writer import build_lexical_shard
 from retrieval.query.hybrid import (
     Candidate,
     convex,

@@ -5,7 +5,8 @@ from __future__ import annotations
 import pytest
 
 from core.types import Query
-from retrieval.index.lexical import StoredDoc, analysed
+from retrieval.index.lexical import StoredDoc
+from retrieval.index.lexical_query import analysed
 from retrieval.query.rm3 import Rm3
 
 

@@ -10,6 +10,7 @@ import pytest
 from core.errors import ConfigError
 from core.settings import SearchSettings
 from retrieval.index.build import build_index
+from retrieval.query.request import SearchRequest
 from retrieval.query.service import SearchService
 from retrieval.text.analyzer import parse_query
 from retrieval.text.synonyms import Synonyms
@@ -26,7 +27,7 @@ py = ["python"]
 
 
 def urls(service: SearchService, raw: str) -> list[str]:
-    return [h.url for h in service.search(raw, spell=False).hits]
+    return [h.url for h in service.search(SearchRequest(raw, spell=False)).hits]
 
 
 @pytest.fixture(scope="module")
@@ -72,7 +73,7 @@ def test_without_a_file_there_are_no_synonyms(index: Path) -> None:
     plain = SearchService.open(index, SearchSettings(cache_entries=0))
     try:
         assert urls(plain, "dict") == ["https://example.org/dict"]
-        assert plain.parse("dict").expansions == ()
+        assert plain.parse(SearchRequest("dict")).expansions == ()
     finally:
         plain.close()
 

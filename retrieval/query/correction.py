@@ -1,0 +1,67 @@
+"""Spelling corrections of a searched query, checked against what the live index holds.
+
+The speller knows the vocabulary written when the generation was built
+(:mod:`retrieval.query.spelling`); this step asks the shards about the words it would
+change, so a word indexed in place since the build is not corrected away (DECISIONS 13).
+"""
+
+from __future__ import annotations
+
+from core.settings import SearchSettings
+from core.types import SearchResponse
+from retrieval.index.generation import Generation, GenerationSet
+from retrieval.index.layout import vocabulary_file
+from retrieval.index.lexical_query import analysed
+from retrieval.query.parsing import QueryParser
+from retrieval.query.request import RequestBudget, SearchRequest
+from retrieval.query.spelling import SpellerCache
+
+
+class SpellingCorrector:
+    """Suggests a correction of a query, per generation's speller (built once, kept a while)."""
+
+    def __init__(self, settings: SearchSettings, parser: QueryParser) -> None:
+        self.parser = parser
+        self.spellers = SpellerCache(
+            keep=settings.keep_generations + 1,
+            known_df=settings.spell_known_df,
+            max_distance=settings.spell_max_distance,
+        )
+
+    def warm(self, generation: Generation) -> None:
+        """Build the generation's speller now rather than in its first query."""
+        self.spellers.get(generation.id, vocabulary_file(generation.path))
+
+    def suggestion(
+        self, generations: GenerationSet, raw: str, response: SearchResponse, budget: RequestBudget
+    ) -> tuple[str | None, bool]:
+        """The speller's correction of ``raw``, leaving alone the words the live index holds,
+        and whether the index holds any of the query's words other than stopwords.
+
+        The vocabulary is written when a generation is built; pages indexed in place since
+        then bring words it lacks, which read as typos of known words ("lisp" for "list")
+        and would be rewritten away from the fresh pages that have them. A word the
+        vocabulary does not know well enough to leave alone is therefore looked up in the
+        shards (one fan-out, only when there is a correction to make) and counts with the
+        documents that hold it, as it would after a rebuild. The lookup gets what is left
+        of the search's deadline (:class:`RequestBudget`): a slow shard must not cost a
+        second deadline.
+        """
+        with generations.using() as generation:
+            if generation is None or generation.id != response.generation:
+                return None, True  # a publish since: the next search suggests for the new one
+            speller = self.spellers.get(generation.id, vocabulary_file(generation.path))
+            if speller is None or speller.suggest(raw) is None:
+                return None, True
+            query = self.parser.parse(SearchRequest(raw))
+            freqs = generation.broker.term_doc_freqs(query, budget.until())
+        indexed: dict[str, int] = {}
+        for (_field, term), count in freqs.items():
+            indexed[term] = max(indexed.get(term, 0), count)
+
+        def indexed_df(word: str) -> int:
+            terms = analysed(word)
+            return indexed.get(terms[0], 0) if len(terms) == 1 else 0
+
+        words = {t for text in (*query.terms, *query.phrases) for t in analysed(text)}
+        return speller.suggest(raw, indexed_df=indexed_df), any(indexed.get(t, 0) > 0 for t in words)
