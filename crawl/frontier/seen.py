@@ -1,19 +1,14 @@
 """The seen-URL filter: an rbloom Bloom filter in front of the ``urls`` table (SQLite or PostgreSQL).
 
-Most links a crawler extracts were seen before (navigation repeats on every page), so
-the check must be cheap. A Bloom filter answers "certainly new" in O(1) with a few
-bits per URL; only its "probably seen" answers (true repeats plus ~0.1% false
-positives) go to the table, whose primary key is the truth. URLs accepted but not yet
-committed to the table are held in a set until the next commit, and then in a
-bounded two-generation cache of recently seen URLs, so the links every page repeats
-(navigation, footers) do not cost a table lookup each time.
+Most links a crawler extracts were seen before (navigation repeats on every page), so the
+check must be cheap: the Bloom filter answers "certainly new" in O(1), and only its
+"probably seen" answers go to the table, whose primary key is the truth. URLs accepted but
+not yet committed are held in a set until the next commit, then in a bounded
+two-generation cache, so links every page repeats cost no lookup each time.
 
-The filter is rebuilt from the table at start (rbloom's hash is per-process), and
-rebuilt at twice the size when it fills past its capacity, so the false-positive rate
-stays near its target. It starts at 131,072 URLs (230 kB at 0.1%): a filter sized for a
-million is 1.8 MB that even a 5,000-page crawl touches every page of (hashes scatter),
-while the rebuilds a million-URL crawl then does (at 131K, 262K, 524K) read the table
-about once over in all.
+The filter is rebuilt from the table at start (rbloom's hash is per-process) and at twice
+the size when it fills past its capacity, so the false-positive rate stays near its target;
+it starts small because a large filter is touched all over even by a small crawl.
 """
 
 from __future__ import annotations

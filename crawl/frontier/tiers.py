@@ -1,17 +1,12 @@
 """Recrawl by change and importance: which due pages a limited crawl budget refetches first.
 
-A page's changes are modelled as a Poisson process of rate λ, estimated from what the
-crawl observed (``change_count`` changes of the content hash over the time between its
-first and last fetch), with a prior of one change per ``prior_s`` seconds weighing as
-one observation, so a page fetched once is neither "never changes" nor "always
-changes". The probability that it changed since its last fetch Δt ago is
-``1 − e^(−λ·Δt)``; a sitemap ``lastmod`` after the last fetch makes it 1. Multiplied by
-the page's importance (PageRank scaled to mean 1 from the crawl directory's pagerank
-file, else 1 + ln(1 + inbound links)), that is the expected value of refetching it;
-the budget goes to the highest.
-
-Tiers name the expected time between changes, for ``trawl inspect`` and the figures:
-``hot`` (under an hour), ``daily``, ``weekly``, ``tail``.
+A page's changes are a Poisson process of rate λ, estimated from the content-hash changes
+the crawl observed, with a prior of one change per ``prior_s`` weighing as one
+observation. P(changed since the last fetch Δt ago) = ``1 − e^(−λ·Δt)`` (1 after a newer
+sitemap ``lastmod``), times the page's importance (scaled PageRank, else
+1 + ln(1 + inbound links)), is the value of refetching it; the budget goes to the highest.
+Tiers name the expected time between changes: ``hot`` (under an hour), ``daily``,
+``weekly``, ``tail``.
 
 Example::
 
@@ -91,6 +86,7 @@ def load_importance(data_dir: Path) -> tuple[dict[str, float], dict[str, int]]:
         frame = pl.read_parquet(crawl.pagerank, columns=["url", "pagerank_scaled"])
         return dict(zip(frame["url"].to_list(), frame["pagerank_scaled"].to_list(), strict=True)), {}
     inlinks: dict[str, int] = {}
+    # lazy: the link graph store loads polars; a crawl worker that never ranks recrawls skips it
     from core.linkgraph import LinkGraphStore
 
     links = LinkGraphStore(crawl.links)
