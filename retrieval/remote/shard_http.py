@@ -40,8 +40,8 @@ from retrieval.index.lexical import LexicalShard, StoredDoc
 from retrieval.index.lexical_query import FieldBoosts
 from retrieval.index.manifest import IndexManifest, read_pointer
 from retrieval.index.root import IndexRoot, resolve_index
-from retrieval.query.shard_backend import AnnotateRequest, Annotations, LocalShard, ShardReply, ShardRequest
 from retrieval.query.hybrid import Candidate, CandidateFields
+from retrieval.query.shard_backend import AnnotateRequest, Annotations, LocalShard, ShardReply, ShardRequest
 
 logger = logging.getLogger(__name__)
 
