@@ -15,7 +15,18 @@ from tests.fixtures.cli import run_trawl
 @pytest.mark.slow
 def test_train_then_evaluate_a_saved_model(eval_dir: Path, tmp_path: Path) -> None:
     out = tmp_path / "cisi-ltr"
-    proc = run_trawl("train", "ltr", "--dataset", str(eval_dir / "cisi"), "--out", str(out), "--folds", "3")
+    proc = run_trawl(
+        "train",
+        "ltr",
+        "--dataset",
+        str(eval_dir / "cisi"),
+        "--out",
+        str(out),
+        "--folds",
+        "3",
+        "--members",
+        "1",
+    )
     assert proc.returncode == 0, proc.stderr
     model = LtrModel.load(out)
     card = model.card
