@@ -20,6 +20,7 @@ REPO = Path(__file__).resolve().parents[3]
 pytestmark = pytest.mark.slow  # frame workers load the encoder and the cached cranfield index
 
 
+@pytest.mark.timeout(1200)  # a fresh clone builds and embeds the cranfield index first
 def test_ray_frame_is_the_local_frame(eval_dir: Path, ray_local: ModuleType) -> None:
     cranfield = eval_dir / "cranfield"
     texts = dict(itertools.islice(BeirDataset.open(cranfield).judged_queries().items(), 12))
