@@ -63,6 +63,8 @@ def create_app(settings: Settings, *, index_dir: Path, shard_urls: str | None = 
             metrics.GENERATION.labels(generation.id).set(1)
 
         service.generations.listeners.append(on_publish)
+        if remote is None:
+            service.watch_files()  # content hashes in the background; shard processes check their own
         app.state.settings = settings
         app.state.search = service
         app.state.search_limiter = search_limiter(settings)

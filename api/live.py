@@ -37,9 +37,12 @@ def live_status(request: Request, service: SearchService) -> dict[str, Any]:
 
 
 def health(request: Request, service: SearchService, status: str) -> HealthModel:
-    """The body of ``/healthz`` and ``/readyz``."""
+    """The body of ``/healthz`` and ``/readyz``; ``ok`` becomes ``degraded`` while a shard (or
+    its vectors) is out of service for a damaged file, or a published generation failed to open."""
+    problems = service.problems()
     return HealthModel(
-        status=status,
+        status="degraded" if problems and status == "ok" else status,
+        problems=problems,
         documents=service.num_docs,
         generation=service.generation.id,
         rankers=service.ranker_names(),

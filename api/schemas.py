@@ -49,7 +49,9 @@ class SearchResponseModel(BaseModel):
     took_ms: float
     ranker: str
     generation: str = Field(description="The index generation that answered.")
-    partial: bool = Field(description="True when a shard (or its vectors) did not answer in time.")
+    partial: bool = Field(
+        description="True when a shard (or its vectors) did not answer, in time or at all (a damaged file)."
+    )
     missing_shards: list[int]
     missing_vector_shards: list[int]
     hedged_shards: list[int] = Field(description="Shards answered by a hedged request to a replica.")
@@ -128,4 +130,9 @@ class HealthModel(BaseModel):
     ranker_reason: str = Field("", description="Why that ranker is the default (setting or measurement).")
     backfill: BackfillModel | None = Field(
         None, description="The last embeddings backfill of this index root."
+    )
+    problems: list[str] = Field(
+        default_factory=list,
+        description="What is not served and why (a damaged file: its generation, shard and path); "
+        'status is "degraded" while there are any.',
     )

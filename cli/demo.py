@@ -274,4 +274,6 @@ def demo_command(
             else "  BM25 now; hybrid search follows when the embeddings backfill below is done.\n"
         )
     )
-    uvicorn.run(application, host="127.0.0.1", port=port, log_level="warning")
+    from api.edge import server_options  # lazy: uvicorn's protocols; `trawl --help` stays fast
+
+    uvicorn.run(application, host="127.0.0.1", port=port, **server_options())

@@ -1,4 +1,4 @@
-"""``trawl index``: build a generation (from a BEIR corpus or a crawl), list, publish, roll back."""
+"""``trawl index``: build a generation (from a BEIR corpus or a crawl), list, publish, roll back, gc."""
 
 from __future__ import annotations
 
@@ -64,7 +64,10 @@ def index_command(
     settings = Settings()
     job = job_engine(settings, engine, ray_address)
     started = time.perf_counter()
-    with job.session():
+    root = IndexRoot(index)
+    # One writer at a time, from the build to the publish: a second build (or a `trawl run`
+    # compaction) is refused with the holder's name instead of breaking this one.
+    with root.writing(wait_s=0), job.session():
         if beir is not None:
             source = partial(beir_documents, beir)
             source_name = f"beir:{beir}"
@@ -73,7 +76,6 @@ def index_command(
             source = partial(crawl_documents, data)
             source_name = f"crawl:{data}"
             run_crawl_pagerank(data, job.is_ray, settings)
-        root = IndexRoot(index)
         with console.status(f"indexing ({job.engine})…") as status:
             progress = lambda n: status.update(f"indexing ({job.engine})… {n:,} documents")  # noqa: E731
             if job.is_ray:
@@ -85,14 +87,14 @@ def index_command(
                 )
             else:
                 generation = root.build(source(), shards=shards, source=source_name, on_progress=progress)
-    info = next(g for g in root.list() if g.generation == generation)
-    console.print(
-        f"built generation {generation}: {info.manifest.docs:,} documents, {shards} shard(s) "
-        f"on {job.engine} in {time.perf_counter() - started:.1f} s"
-    )
-    if publish:
-        root.publish(generation)
-        console.print(f"published {generation} (serving processes pick it up on their next query)")
+        info = next(g for g in root.list() if g.generation == generation)
+        console.print(
+            f"built generation {generation}: {info.manifest.docs:,} documents, {shards} shard(s) "
+            f"on {job.engine} in {time.perf_counter() - started:.1f} s"
+        )
+        if publish:
+            root.publish(generation)
+            console.print(f"published {generation} (serving processes pick it up on their next query)")
 
 
 def run_crawl_pagerank(data: Path, on_ray: bool, settings: Settings) -> CrawlPageRank | None:
@@ -158,7 +160,7 @@ def index_publish(
     # lazy: loads tantivy; `trawl --help` stays fast
     from retrieval.index.root import IndexRoot
 
-    IndexRoot(index).publish(generation)
+    IndexRoot(index, lock_wait_s=Settings().index.lock_wait_s).publish(generation)
     console.print(f"published {generation}")
 
 
@@ -171,4 +173,90 @@ def index_rollback(index: Annotated[Path, typer.Option("--index", help="Index ro
     # lazy: loads tantivy; `trawl --help` stays fast
     from retrieval.index.root import IndexRoot
 
-    console.print(f"rolled back to {IndexRoot(index).rollback()}")
+    root = IndexRoot(index, lock_wait_s=Settings().index.lock_wait_s)
+    console.print(f"rolled back to {root.rollback()}")
+
+
+@index_app.command("gc")
+def index_gc(
+    index: Annotated[Path, typer.Option("--index", help="Index root.")],
+    keep: Annotated[
+        int | None,
+        typer.Option(
+            "--keep", min=0, help="Generations kept for rollback (default: index.keep_generations)."
+        ),
+    ] = None,
+) -> None:
+    """Remove old generations: all but the serving one, the KEEP that served before it, one
+    built but not yet published, and any a serving process has open (cursors on it).
+
+    Example: trawl index gc --index data/index
+    """
+    # lazy: loads tantivy; `trawl --help` stays fast
+    from retrieval.index.retention import collect, human_bytes
+    from retrieval.index.root import IndexRoot  # lazy: as above
+
+    if not index.is_dir():
+        raise ConfigError(f"{index} is not an index root (no such directory).")
+    settings = Settings().index
+    report = collect(
+        IndexRoot(index, lock_wait_s=settings.lock_wait_s),
+        settings.keep_generations if keep is None else keep,
+    )
+    out = Console()
+    for removed in report.removed:
+        out.print(f"removed {removed.name}  {human_bytes(removed.bytes)}  ({removed.why})")
+    for generation, why in sorted(report.kept.items()):
+        out.print(f"kept    {generation}  ({why})")
+    if report.vector_bytes:
+        out.print(f"vector store: {human_bytes(report.vector_bytes)} of vectors no kept generation uses")
+    out.print(f"freed {human_bytes(report.freed)} ({report.freed:,} bytes)")
+
+
+@index_app.command("verify")
+def index_verify(
+    index: Annotated[Path, typer.Option("--index", help="Index root (or one generation directory).")],
+    generation: Annotated[
+        str | None, typer.Argument(help="Generation id (default: every generation of the root).")
+    ] = None,
+) -> None:
+    """Check every file of a generation against its recorded size and checksum.
+
+    Prints each damaged file (generation, shard, path, what differs) and exits 1 if any is.
+
+    Example: trawl index verify --index data/index
+    Example: trawl index verify g20261130T114100-a1b2c3 --index data/index
+    """
+    # lazy: crawl workers load no retrieval code (tests/unit/cli/test_crawl_imports.py)
+    from retrieval.index import integrity, layout, manifest
+    from retrieval.index.root import IndexRoot  # lazy: loads tantivy; `trawl --help` stays fast
+
+    if layout.is_index(index):
+        targets = [index]
+    elif generation is not None:
+        targets = [IndexRoot(index).path_of(generation)]
+    else:
+        gens = layout.generations_dir(index)
+        targets = sorted(p for p in gens.iterdir() if layout.is_index(p)) if gens.is_dir() else []
+        if not targets:
+            raise ConfigError(f"{index} holds no generations; build one with `trawl index --index {index}`.")
+    serving = manifest.read_pointer(layout.current_pointer(index))
+    damaged = 0
+    for path in targets:
+        name = path.name + (" (serving)" if path.name == serving else "")
+        damage = integrity.check_generation(path, content=True, writer_files=True)
+        for d in damage:
+            typer.echo(f"damaged: generation {path.name}, {d}")
+        damaged += len(damage)
+        if damage:
+            console.print(f"{name}: {len(damage)} damaged file(s)", markup=False)
+        elif not integrity.is_checksummed(path):
+            console.print(f"{name}: built before checksums: no sizes or hashes to compare with", markup=False)
+        else:
+            console.print(f"{name}: ok", markup=False)
+    if damaged:
+        console.print(
+            f"{damaged} damaged file(s): rebuild the generation (`trawl index`) or publish another.",
+            markup=False,
+        )
+        raise typer.Exit(1)

@@ -13,7 +13,6 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 
 import typer
-from rich.console import Console
 
 from cli import block as block_cli
 from cli import crawl, dataset, demo, embed, evaluate, experiment, index, inspect, search, serve, train
@@ -21,8 +20,8 @@ from cli import pagerank as pagerank_cli
 from cli import replay as replay_cli
 from cli import reprocess as reprocess_cli
 from cli import run as run_cli
+from cli.failures import TrawlGroup
 from cli.help import hide_flag_types
-from core.errors import TrawlError
 from core.logging import configure_logging
 
 app = typer.Typer(
@@ -34,14 +33,17 @@ app = typer.Typer(
     no_args_is_help=True,
     add_completion=False,
     pretty_exceptions_enable=False,
+    cls=TrawlGroup,  # a failure ends in one line (cli.failures); --debug adds the traceback
 )
-console = Console(stderr=True)
 hide_flag_types()
 
 
 @app.callback()
 def _main(
     log_level: Annotated[str, typer.Option("--log-level", help="DEBUG, INFO, WARNING or ERROR.")] = "WARNING",
+    debug: Annotated[
+        bool, typer.Option("--debug", help="On a failure, print the traceback before the one-line error.")
+    ] = False,
 ) -> None:
     configure_logging(log_level)
 
@@ -66,11 +68,7 @@ app.add_typer(dataset.dataset_app, name="dataset")
 
 
 def main() -> None:
-    try:
-        app()
-    except TrawlError as exc:
-        console.print(f"[red]error:[/red] {exc}")
-        raise SystemExit(2) from None
+    app()
 
 
 if __name__ == "__main__":

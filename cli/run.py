@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import signal
 import threading
 from pathlib import Path
@@ -12,7 +13,9 @@ import typer
 from rich.console import Console
 
 from cli.deprecated import renamed_flag
-from core.settings import Settings
+from core.crawldir import CrawlDir
+from core.errors import DirectoryBusy
+from core.settings import CrawlSettings, Settings
 from crawl.run.continuous import ContinuousCrawl
 
 console = Console(stderr=True)
@@ -52,9 +55,6 @@ def run_command(
     With --metrics-port: trawl_crawl_to_searchable_seconds (histogram), trawl_unindexed_backlog,
     trawl_deletions_applied_total.
     """
-    # lazy: tantivy, hnswlib and polars; `trawl --help` stays fast
-    from retrieval.index.incremental import IncrementalIndexer, follow
-
     settings = Settings()
     updates: dict[str, object] = {}
     if allow_loopback:
@@ -63,8 +63,31 @@ def run_command(
     if delay is not None:
         updates["min_delay_s"] = delay
     crawl_settings = settings.crawl.model_copy(update=updates)
+    # Refused here, naming the holder, before the indexer starts, when another crawl writes
+    # this directory; held to the end (the crawl's rounds take it again, re-entrant).
+    lock = CrawlDir(data).writer_lock(crawl_settings.frontier_url, crawl_settings.worker_id)
+    with lock.held() if lock is not None else contextlib.nullcontext():
+        _run(data, index, seeds, crawl_settings, settings, shards, poll_s, compact_every_s, metrics_port)
+
+
+def _run(
+    data: Path,
+    index: Path,
+    seeds: list[str],
+    crawl_settings: CrawlSettings,
+    settings: Settings,
+    shards: int,
+    poll_s: float,
+    compact_every_s: float,
+    metrics_port: int | None,
+) -> None:
+    # lazy: tantivy, hnswlib and polars; `trawl --help` stays fast
+    from retrieval.index.incremental import IncrementalIndexer, follow
+
     crawl = ContinuousCrawl(data, crawl_settings, seeds=seeds)
-    indexer = IncrementalIndexer(data, index, shards=shards, embed=settings.embed)
+    indexer = IncrementalIndexer(
+        data, index, shards=shards, embed=settings.embed, keep_generations=settings.index.keep_generations
+    )
     if metrics_port is not None:
         from prometheus_client import start_http_server
 
@@ -99,5 +122,8 @@ def run_command(
     if failure:
         raise failure[0]
     if indexer.generation() is not None:
-        indexer.step()  # what the last crawl batches wrote
+        try:
+            indexer.step()  # what the last crawl batches wrote
+        except DirectoryBusy as exc:
+            console.print(f"the last crawl batches are indexed at the next start: {exc}")
     console.print(f"stopped after {crawl.rounds} crawl round(s)")

@@ -43,6 +43,8 @@ def search_command(
 
     service = open_search_service(Settings(), index)
     response = service.search(SearchRequest(query, page=page, size=size, ranker=ranker, explain=explain))
+    for problem in service.problems():  # a damaged file: its shard (or its vectors) sat this one out
+        typer.echo(f"warning: {problem}", err=True)
     if as_json:
         # lazy: crawl workers import this module, and no api code (tests/unit/cli/test_crawl_imports.py)
         from api.schemas import SearchResponseModel

@@ -128,6 +128,8 @@ def serve_command(
         resolve_index(index)
     os.environ["TRAWL_SERVE_INDEX"] = str(index)
     console.print(f"Trawl is serving {index} at http://{host}:{port}/")
+    from api.edge import server_options  # lazy: uvicorn's protocols; `trawl --help` stays fast
+
     if workers > 1:
         # Several workers: uvicorn imports the factory by name in each worker process.
         uvicorn.run(
@@ -136,19 +138,14 @@ def serve_command(
             host=host,
             port=port,
             workers=workers,
-            log_level="warning",
-            proxy_headers=False,  # api.protection reads X-Forwarded-For from trusted proxies only
+            **server_options(),
         )
         return
     # lazy: FastAPI, tantivy and hnswlib; `trawl --help` stays fast
     from api.app import create_app
 
     uvicorn.run(
-        create_app(settings, index_dir=index, shard_urls=shards),
-        host=host,
-        port=port,
-        log_level="warning",
-        proxy_headers=False,  # api.protection reads X-Forwarded-For from trusted proxies only
+        create_app(settings, index_dir=index, shard_urls=shards), host=host, port=port, **server_options()
     )
 
 
@@ -171,6 +168,8 @@ def shard_serve(
     """
     import uvicorn
 
+    from api.edge import server_options  # lazy: uvicorn's protocols; `trawl --help` stays fast
+
     # lazy: FastAPI, tantivy and hnswlib; `trawl --help` stays fast
     from retrieval.remote.shard_http import create_shard_app
 
@@ -178,4 +177,4 @@ def shard_serve(
         index, shard, Settings().search, delay_s=delay_ms / 1000, allow_faults=allow_faults
     )
     console.print(f"shard {shard} of {index} at http://{host}:{port}/")
-    uvicorn.run(application, host=host, port=port, log_level="warning")
+    uvicorn.run(application, host=host, port=port, **server_options())

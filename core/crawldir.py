@@ -14,6 +14,7 @@ import re
 from dataclasses import dataclass
 from pathlib import Path
 
+from core.dirlock import DirLock
 from core.errors import ConfigError
 
 __all__ = ["CrawlDir", "worker_folder"]
@@ -46,6 +47,8 @@ class CrawlDir:
           deletions/          removal tombstones, docstore-format segments (core.deletions)
             <worker>/         one fleet worker's (or the operator's) tombstones
           blocklist.json      operator block rules: hosts and URL patterns (core.blocklist)
+          lock                the crawl's writer lock: holder's pid, host, command (core.dirlock)
+          lock.<worker>       a fleet worker's own lock (the fleet shares the directory)
     """
 
     root: Path
@@ -92,6 +95,22 @@ class CrawlDir:
     def blocklist(self) -> Path:
         """Operator block rules."""
         return self.root / "blocklist.json"
+
+    def writer_lock(self, frontier_url: str | None, worker_id: str | None) -> DirLock | None:
+        """The lock a crawl (``trawl crawl``, ``trawl run``) holds while it writes here.
+
+        A crawl on this directory's SQLite frontier locks the whole directory: a second one
+        would fetch every URL again. A fleet shares the directory on purpose (PostgreSQL
+        keeps its state), each worker writing its own folders, so a worker locks only its
+        own name (two started with one ``--worker-id`` would write the same files); one with
+        no name gets a unique one (host-pid) and needs no lock.
+        """
+        if not frontier_url:
+            return DirLock(self.root / "lock", what=f"Crawl directory {self.root}")
+        if worker_id:
+            folder = worker_folder(worker_id)
+            return DirLock(self.root / f"lock.{folder}", what=f"Fleet worker {worker_id!r} in {self.root}")
+        return None
 
     def warc_for(self, worker: str | None) -> Path:
         """A worker's WARC folder (``warc/`` itself for a one-process crawl)."""

@@ -29,6 +29,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from core.atomic import write_text, write_with
+from core.errors import DamagedFile
 from core.rowsegments import ROW_SUFFIX, SEGMENT_SUFFIX, is_row_segment, iter_lines, read_segment, write_rows
 from core.types import DocId, Document
 
@@ -238,7 +239,12 @@ class DocStore:
 def _entries(manifest: Path) -> list[dict[str, Any]]:
     if not manifest.exists():
         return []
-    entries: list[dict[str, Any]] = json.loads(manifest.read_text())["segments"]
+    try:
+        entries: list[dict[str, Any]] = json.loads(manifest.read_text())["segments"]
+    except (ValueError, KeyError, TypeError) as exc:
+        raise DamagedFile(manifest, f"not a list of segments ({type(exc).__name__}: {exc})") from exc
+    if not isinstance(entries, list) or not all(isinstance(e, dict) and "name" in e for e in entries):
+        raise DamagedFile(manifest, "not a list of segments")
     return entries
 
 

@@ -1,4 +1,4 @@
-"""Trawl's exception tree under ``TrawlError``, and the HTTP status the API answers for each::
+"""``TrawlError``'s tree and the API's HTTP status for each (a subclass: its nearest listed ancestor's)::
 
     ├─ ConfigError → 400 bad_request ── CrawlDataMissing → 404 not_enabled
     ├─ CrawlError ── FetchError(url, reason) · RobotsDenied · OutOfScope · TooLarge
@@ -7,12 +7,12 @@
     │    · NothingToRollBack → 409 nothing_to_roll_back · UnknownImpression → 404 unknown_impression
     ├─ AdminDenied ── AdminKeyRejected → 401 unauthorized · AdminDisabled → 403 forbidden
     ├─ BodyTooLarge → 413 too_large (middleware) · ExperimentsDisabled → 503 experiments_unavailable
-    ├─ IndexStateError → 503 index_unavailable ── ManifestError · ShardUnavailable
+    ├─ IndexStateError → 503 index_unavailable ── ManifestError · ShardUnavailable · DamagedFile
+    │    · IndexDamaged → 409 index_damaged (a publish refusing a generation with a damaged file)
+    ├─ DirectoryBusy → 409 directory_busy: another writer holds the index root or crawl directory
     ├─ PushRejected ── PushKeyRejected → 403 key_not_valid · PushUrlsRejected → 422 urls_not_of_host
     │    · PushHostNotCrawled → 422 host_not_crawled · PushThrottled → 429 too_many_requests
     └─ ModelError ── ModelLoadError(path, reason)
-
-A subclass answers as its nearest listed ancestor; a test holds ``api.errors.HTTP_ERRORS`` to this picture.
 """
 
 from __future__ import annotations
@@ -25,6 +25,10 @@ class TrawlError(Exception):
 
     Messages say what happened, the value, and what to do; anything else reaching the user is a bug.
     """
+
+    exit_status = 2
+    """What a ``trawl`` command exits with (``cli.failures``): 2 when the command cannot run as
+    given (a path, an option, a setting), as for a usage error; 1 when the work itself failed."""
 
 
 class ConfigError(TrawlError):
@@ -142,6 +146,31 @@ class ShardUnavailable(IndexStateError):
     """A shard did not answer in time or failed."""
 
 
+class DamagedFile(IndexStateError):
+    """A stored file (a docstore or link-graph segment) cannot be read back: truncated or garbled."""
+
+    exit_status = 1
+
+    def __init__(self, path: object, reason: str) -> None:
+        super().__init__(f"{path} is damaged: {reason}")
+        self.path = str(path)
+        self.reason = reason
+
+
+class IndexDamaged(IndexStateError):
+    """Files of a generation differ from their recorded sizes or checksums (publish refuses it).
+
+    ``damage``: what was found, file by file (``retrieval.index.checksums.Damage``)."""
+
+    def __init__(self, message: str, damage: tuple[object, ...] = ()) -> None:
+        super().__init__(message)
+        self.damage = damage
+
+
+class DirectoryBusy(TrawlError):
+    """Another process (or thread) is writing the directory: one writer at a time (``core.dirlock``)."""
+
+
 class ExperimentsDisabled(TrawlError):
     """Experiment logging is not enabled on this server."""
 
@@ -175,3 +204,35 @@ class ModelLoadError(ModelError):
         super().__init__(f"Cannot load model from {path!r}: {reason}")
         self.path = path
         self.reason = reason
+
+
+class StorageError(TrawlError):
+    """Storage Trawl writes to failed in a way only the operator can fix: space, a database gone.
+
+    Commands say it in one line and exit 1 (``DiskFull``, ``DatabaseUnavailable``); off the
+    tree above, since no API route answers with it."""
+
+    exit_status = 1
+
+
+class DiskFull(StorageError):
+    """A write failed for lack of space; the message names where and what is left."""
+
+    def __init__(
+        self,
+        path: str,
+        free_bytes: int | None,
+        *,
+        advice: str = "free space and run the same command to resume",
+    ) -> None:
+        free = ""
+        if free_bytes is not None:
+            mb = free_bytes / 2**20
+            free = f" ({mb:.1f} MB free)" if mb < 10 else f" ({mb:.0f} MB free)"
+        super().__init__(f"disk full: {path}{free}; {advice}")
+        self.path = path
+        self.free_bytes = free_bytes
+
+
+class DatabaseUnavailable(StorageError):
+    """The crawl's PostgreSQL stayed unreachable for longer than ``crawl.db_outage_s``."""

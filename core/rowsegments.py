@@ -17,11 +17,13 @@ from __future__ import annotations
 
 import gzip
 import json
+import zlib
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from core.atomic import write_bytes
+from core.errors import DamagedFile
 
 if TYPE_CHECKING:
     import polars as pl
@@ -54,14 +56,43 @@ def write_rows(path: Path, rows: Iterable[Mapping[str, Any]]) -> None:
 def iter_lines(path: Path) -> Iterator[str]:
     """The file's rows as JSON text, one per row: for a reader without Polars (a crawl
     worker re-reading a few of its documents) that can skip most rows before decoding."""
-    for line in _decompress(path).decode("utf-8").split("\n"):
+    try:
+        text = _decompress(path).decode("utf-8")
+    except (EOFError, gzip.BadGzipFile, zlib.error, UnicodeDecodeError) as exc:
+        raise DamagedFile(path, _what_failed(exc)) from exc
+    for line in text.split("\n"):
         if line:
             yield line
 
 
 def read_segment(path: Path, schema: Mapping[str, Any], columns: Sequence[str] | None = None) -> pl.DataFrame:
     """A segment in either format, by its name, as a frame with ``schema``'s column types
-    (only ``columns`` when given)."""
+    (only ``columns`` when given). A file that cannot be read raises ``DamagedFile`` naming it:
+    the libraries' own errors (a bare ``EOFError`` for a truncated gzip) do not."""
+    import polars as pl
+
+    try:
+        return _read_segment(path, schema, columns)
+    except (
+        EOFError,
+        gzip.BadGzipFile,
+        zlib.error,
+        UnicodeDecodeError,
+        pl.exceptions.PolarsError,
+        pl.exceptions.PanicException,  # a Rust panic on some garbled Parquet: a BaseException
+    ) as exc:
+        raise DamagedFile(path, _what_failed(exc)) from exc
+
+
+def _what_failed(exc: BaseException) -> str:
+    if isinstance(exc, EOFError):
+        return "truncated (the compressed data ends early)"
+    lines = str(exc).strip().splitlines()
+    kind = "zlib" if isinstance(exc, zlib.error) else type(exc).__name__
+    return f"garbled ({kind}: {lines[0] if lines else 'unreadable'})"
+
+
+def _read_segment(path: Path, schema: Mapping[str, Any], columns: Sequence[str] | None) -> pl.DataFrame:
     import polars as pl
 
     if not is_row_segment(Path(path).name):

@@ -57,6 +57,10 @@ class SearchSettings(BaseModel):
     cache_entries: int = Field(4096, ge=0)
     cache_ttl_s: float = Field(60.0, ge=0)
     keep_generations: int = Field(3, ge=1)
+    verify_interval_s: float = Field(10.0, ge=0)
+    """How often a serving process checks its generation's files in the background: a
+    ``stat`` each, content read again only where size or time changed (and once a day);
+    0: once, after a generation opens."""
     spelling: bool = True
     """Spelling suggestions from the generation's vocabulary (retrieval.query.spelling)."""
     spell_known_df: int = Field(2, ge=1)
@@ -66,6 +70,18 @@ class SearchSettings(BaseModel):
     """Serve the corrected query instead when the original finds fewer results (0: never)."""
     synonyms_file: Path | None = None
     """TOML synonyms applied at query time (retrieval.text.synonyms); None: no synonyms."""
+
+
+class IndexSettings(BaseModel):
+    """Index roots on disk: how many generations stay, how long a writer waits for another."""
+
+    keep_generations: int = Field(3, ge=0)
+    """Generations kept for rollback besides the serving one when ``trawl index gc`` (and
+    ``trawl run`` after each compaction) removes old ones; any a serving process has open
+    stays too. 0: only the serving one (no rollback after a gc)."""
+    lock_wait_s: float = Field(10.0, ge=0)
+    """How long publish, rollback and gc wait for another writer of the index root (a
+    ``trawl run`` step) before refusing with its name; a build never waits."""
 
 
 class EmbedSettings(BaseModel):
@@ -181,6 +197,10 @@ class CrawlSettings(BaseModel):
     """A ``postgresql://`` frontier shared by many crawl workers (unset: the crawl directory's SQLite)."""
     worker_id: str | None = None
     """This worker's name on a shared frontier (unset: ``host-pid``); names its segment folders."""
+    db_outage_s: float = Field(180.0, ge=0)
+    """How long a fleet worker rides out a lost PostgreSQL connection (a restart, a failover),
+    retrying with backoff and resuming its leases, before it stops with one line. Keep it
+    under ``lease_s``, so that no lease runs out while the fleet waits."""
 
 
 class ApiSettings(BaseModel):
@@ -280,6 +300,7 @@ class Settings(BaseSettings):
 
     data_dir: Path = Path("data")
     search: SearchSettings = SearchSettings()
+    index: IndexSettings = IndexSettings()
     embed: EmbedSettings = EmbedSettings()
     crawl: CrawlSettings = CrawlSettings()
     api: ApiSettings = ApiSettings()

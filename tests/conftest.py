@@ -45,7 +45,7 @@ def eval_dir() -> Path:
 
 
 class ServerThread:
-    """A uvicorn server on 127.0.0.1, port 0, in a thread: a real HTTP peer for tests."""
+    """A uvicorn server on 127.0.0.1, port 0, in a thread, configured as `trawl serve` runs it."""
 
     def __init__(self, app: object) -> None:
         sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
@@ -53,7 +53,9 @@ class ServerThread:
         sock.bind(("127.0.0.1", 0))
         self._sock = sock
         self.port = sock.getsockname()[1]
-        config = uvicorn.Config(app, log_level="warning", lifespan="on")
+        from api.edge import server_options  # the uvicorn settings of `trawl serve`
+
+        config = uvicorn.Config(app, lifespan="on", **server_options())
         self.server = uvicorn.Server(config)
         self._thread = threading.Thread(target=self.server.run, kwargs={"sockets": [sock]}, daemon=True)
 

@@ -36,6 +36,13 @@ class PublishResult(BaseModel):
     serving: str
 
 
+def _writer(request: Request) -> IndexRoot:
+    """The index root, for a change: waits ``index.lock_wait_s`` for another writer (a
+    ``trawl run`` step), then answers 409 naming it (``DirectoryBusy``)."""
+    settings = request.app.state.settings
+    return IndexRoot(request.app.state.index_dir, lock_wait_s=settings.index.lock_wait_s)
+
+
 @router.get("/v1/index/generations", response_model=list[GenerationModel])
 def list_generations(request: Request, _admin: AdminDep) -> list[GenerationModel]:
     root = IndexRoot(request.app.state.index_dir)
@@ -58,8 +65,8 @@ def publish(
     """Serve ``generation``: 400 for a malformed id, 404 for one the index root does not hold.
 
     Both are the caller's mistake, not an unavailable index (``ManifestError`` is a 503
-    elsewhere: a serving generation gone from disk)."""
-    root = IndexRoot(request.app.state.index_dir)
+    elsewhere: a serving generation gone from disk). 409 while another writer holds the root."""
+    root = _writer(request)
     if not is_generation_id(body.generation):
         raise QueryError(f"{body.generation!r} is not a generation id; see GET /v1/index/generations.")
     try:
@@ -75,7 +82,7 @@ def rollback(request: Request, service: SearchDep, _admin: AdminDep) -> PublishR
     """Serve the generation published before the current one; 409 when there is none (or it
     is gone from disk)."""
     try:
-        IndexRoot(request.app.state.index_dir).rollback()
+        _writer(request).rollback()
     except ManifestError as exc:
         raise NothingToRollBack(str(exc)) from None
     service.generations.refresh()

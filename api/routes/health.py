@@ -16,6 +16,8 @@ router = APIRouter()
 
 @router.get("/healthz", response_model=HealthModel, dependencies=[StrictParams])
 async def healthz(request: Request, service: SearchDep) -> HealthModel:
+    """``ok``, or ``degraded`` with ``problems`` saying what is not served and why (still 200:
+    the process is alive and answers, partially)."""
     return health(request, service, "ok")
 
 

@@ -2,11 +2,11 @@
 
 ``GET /indexnow?url=U&key=K[&keyLocation=L]`` notifies one URL, ``POST /indexnow`` with
 ``{"host", "key", "keyLocation"?, "urlList"}`` up to 10,000. The key (8–128 of
-``[a-zA-Z0-9-]``) proves the sender controls the host: ``{scheme}://{host}/{key}.txt``
-(or ``keyLocation`` on the same host) must answer 200 with a body containing the key.
-That file is fetched here, before anything is queued, through the crawler's own client
-and address guard (``crawl.fetch``): a short timeout, a size cap, no redirects. So a
-notification is answered 200 only once verified and queued; never 202.
+``[a-zA-Z0-9-]``) proves the sender controls the URLs' origin: ``{origin}/{key}.txt``, or
+``keyLocation`` on the same scheme, host and port with no query (then only URLs under its
+directory, the protocol's rule), must answer 200 with the key as its whole body. That file
+is fetched before anything is queued, through the crawler's client and address guard (no
+redirects, a size cap); a failed check answers one 403 that never says what the fetch saw.
 
 Only sites the crawl covers are taken, checked before the key file is fetched
 (DECISIONS 43). Accepted URLs are queued ahead of everything the crawl found itself
@@ -18,6 +18,7 @@ its quota.
 from __future__ import annotations
 
 import collections
+import logging
 import re
 import threading
 import time
@@ -49,6 +50,7 @@ from crawl.frontier.interface import CrawlStore, open_store
 from crawl.state.records import NewUrl
 from crawl.urls import canonicalize_url, host_of
 
+logger = logging.getLogger(__name__)
 router = APIRouter(dependencies=[StrictParams])
 
 PUSH_PRIORITY = 2.0
@@ -118,8 +120,45 @@ def _of_host(url: str, name: str, port: int | None) -> bool:
     return parts.hostname == name and (port is None or parts.port == port)
 
 
-def _checked(host: str, key: str, key_location: str | None, urls: list[str]) -> tuple[list[str], str]:
-    """(canonical URLs, key file URL) of a well-formed notification; raises 400 or 422 errors."""
+def _origin(url: str) -> str:
+    """``scheme://host[:port]`` of a canonical URL (default ports already dropped)."""
+    parts = urlsplit(url)
+    return f"{parts.scheme}://{parts.netloc}"
+
+
+def _key_location(key_location: str, canonical: list[str], host: str) -> str:
+    """The canonical ``keyLocation``, once it is where the protocol allows; raises 400 or 422 errors.
+
+    It must be on the scheme, host and port of every URL (a file on another port, such as
+    a page of Trawl's own API, proves nothing about the site), carry no query, and every
+    URL must lie under its directory: ``/catalog/k.txt`` vouches for ``/catalog/…`` only."""
+    location = canonicalize_url(key_location) if len(key_location) <= 4096 else ""
+    if not location:
+        raise QueryError(f"keyLocation {key_location[:200]!r} is not an http(s) URL.")
+    parts = urlsplit(location)
+    if parts.query:
+        raise PushUrlsRejected(f"keyLocation {location[:200]!r} has a query: it must name a file.")
+    origin = _origin(location)
+    elsewhere = [u for u in canonical if _origin(u) != origin]
+    if elsewhere:
+        raise PushUrlsRejected(
+            f"keyLocation {location[:200]!r} is not on the scheme, host and port of "
+            f"{elsewhere[0][:200]!r} (host {host})."
+        )
+    directory = parts.path.rpartition("/")[0] + "/"
+    outside = [u for u in canonical if not urlsplit(u).path.startswith(directory)]
+    if outside:
+        raise PushUrlsRejected(
+            f"{outside[0][:200]!r} is not under {origin}{directory[:200]}, the directory of keyLocation."
+        )
+    return location
+
+
+def _checked(host: str, key: str, key_location: str | None, urls: list[str]) -> tuple[list[str], list[str]]:
+    """(canonical URLs, key file URLs) of a well-formed notification; raises 400 or 422 errors.
+
+    Without ``keyLocation`` the key file is ``/{key}.txt`` at each origin the URLs are on
+    (``http`` and ``https`` of one host are two origins, each proven on its own)."""
     if not _KEY.fullmatch(key):
         raise QueryError("The key must be 8 to 128 characters of a-z, A-Z, 0-9 and '-'.")
     name, port = _split_host(host)
@@ -133,18 +172,12 @@ def _checked(host: str, key: str, key_location: str | None, urls: list[str]) -> 
     if foreign:
         raise PushUrlsRejected(f"{len(foreign)} URL(s) are not of host {host}, e.g. {foreign[0][:200]!r}.")
     if key_location:
-        location = canonicalize_url(key_location) if len(key_location) <= 4096 else ""
-        if not location:
-            raise QueryError(f"keyLocation {key_location[:200]!r} is not an http(s) URL.")
-        if not _of_host(location, name, port):
-            raise PushUrlsRejected(f"keyLocation {location[:200]!r} is not on host {host}.")
-        return canonical, location
-    first = urlsplit(canonical[0])
-    return canonical, f"{first.scheme}://{first.netloc}/{key}.txt"
+        return canonical, [_key_location(key_location, canonical, host)]
+    return canonical, [f"{origin}/{key}.txt" for origin in dict.fromkeys(map(_origin, canonical))]
 
 
-async def _verify_key(key_url: str, key: str, settings: CrawlSettings) -> None:
-    """Raise ``PushKeyRejected`` unless ``key_url`` answers 200 with ``key`` in its body."""
+async def _key_file_says(key_url: str, key: str, settings: CrawlSettings) -> str | None:
+    """None when ``key_url`` answers 200 with ``key`` as its whole body, else what it did instead."""
     guard = AddressGuard(
         DnsCache(system_resolver),
         allow_loopback=settings.allow_loopback,
@@ -156,15 +189,29 @@ async def _verify_key(key_url: str, key: str, settings: CrawlSettings) -> None:
         async with make_client(timeout_s=KEY_FETCH_TIMEOUT_S, max_connections=2, guard=guard) as client:
             async with client.stream("GET", key_url, headers={"User-Agent": settings.user_agent}) as response:
                 if response.status_code != 200:
-                    raise PushKeyRejected(f"The key file {key_url} answered HTTP {response.status_code}.")
+                    return f"answered HTTP {response.status_code}"
                 async for chunk in response.aiter_bytes():
                     body += chunk
                     if len(body) > KEY_FILE_BYTES:
-                        raise PushKeyRejected(f"The key file {key_url} is over {KEY_FILE_BYTES} bytes.")
+                        return f"is over {KEY_FILE_BYTES} bytes"
     except (httpx.HTTPError, CrawlError, OSError) as exc:
-        raise PushKeyRejected(f"The key file {key_url} could not be fetched: {type(exc).__name__}.") from None
-    if key not in body.decode("utf-8", "replace"):
-        raise PushKeyRejected(f"The key file {key_url} does not contain the key.")
+        return f"could not be fetched: {type(exc).__name__}: {exc}"
+    if body.decode("utf-8-sig", "replace").strip() != key:
+        return f"does not hold the key alone ({len(body)} bytes)"
+    return None
+
+
+async def _verify_key(key_url: str, key: str, settings: CrawlSettings) -> None:
+    """Raise ``PushKeyRejected`` unless ``key_url`` answers 200 with ``key`` as its whole body.
+
+    Every failure answers the same words: telling a refused connection from an HTTP 404
+    would make this endpoint a port scanner for anyone. The operator's log says which."""
+    problem = await _key_file_says(key_url, key, settings)
+    if problem is not None:
+        logger.warning("IndexNow key file %s %s", key_url, problem)
+        raise PushKeyRejected(
+            f"The key could not be verified: {key_url} must answer HTTP 200 with the key as its whole body."
+        )
 
 
 def _crawl_dir(request: Request) -> Path:
@@ -232,17 +279,18 @@ async def _accept(
     is configured (not offered).
     """
     path = _crawl_dir(request)
-    canonical, key_url = _checked(host, key, key_location, urls)
+    canonical, key_urls = _checked(host, key, key_location, urls)
     name = _split_host(host)[0]
     settings = request.app.state.settings.crawl
     _refuse_hosts_not_crawled(path, settings, {host_of(u) for u in canonical})
-    with _verified_lock:
-        known = _verified.get((key_url, key), False)
-    if not known:
-        _key_checks.admit(name, time.monotonic())
-        await _verify_key(key_url, key, settings)
+    for key_url in key_urls:
         with _verified_lock:
-            _verified[(key_url, key)] = True
+            known = _verified.get((key_url, key), False)
+        if not known:
+            _key_checks.admit(name, time.monotonic())
+            await _verify_key(key_url, key, settings)
+            with _verified_lock:
+                _verified[(key_url, key)] = True
     _throttle.admit(name, time.monotonic())
     unique = list(dict.fromkeys(canonical))
     path.mkdir(parents=True, exist_ok=True)

@@ -74,7 +74,7 @@ def _example_host(service: SearchService) -> str:
     if host is None:
         host = ""
         for replicas in generation.broker.shards:
-            local = next((r for r in replicas if isinstance(r, LocalShard)), None)
+            local = next((r for r in replicas if isinstance(r, LocalShard) and r.failed is None), None)
             first = local.lexical.any_stored() if local is not None else None
             if first is not None and _safe_href(first.url):
                 host = urlsplit(first.url).netloc.lower().removeprefix("www.")

@@ -11,17 +11,22 @@ So a page goes to a pool of spawned processes sized to the cores, and is bounded
   be interrupted; the other pages in that pool are parsed again in the new one.
 
 One submission per worker process, so the budget measures parsing, not waiting. A small
-page (at most ``INLINE_MAX_TAGS`` ``<``) is parsed inline: the pool trip would cost the
-parent as much CPU as parsing it. Workers start when a large page first needs one.
+page (at most ``INLINE_MAX_TAGS`` ``<``) is parsed inline, as cheap as the pool trip.
+Workers start when a large page first needs one, and die with the crawl (``die_with_parent``).
 """
 
 from __future__ import annotations
 
 import asyncio
+import ctypes
 import logging
 import multiprocessing
 import os
 import re
+import signal
+import sys
+import threading
+import time
 from concurrent.futures import ProcessPoolExecutor
 from concurrent.futures.process import BrokenProcessPool
 from dataclasses import dataclass
@@ -33,7 +38,7 @@ from crawl.fetch.content import decode_html, is_html_body
 
 logger = logging.getLogger(__name__)
 
-__all__ = ["PageJob", "ParsePool", "ParseTimeout", "extract_page", "limit_depth"]
+__all__ = ["PageJob", "ParsePool", "ParseTimeout", "die_with_parent", "extract_page", "limit_depth"]
 
 _SKIP = re.compile(r"<!--.*?(?:-->|\Z)|<(script|style|xmp|plaintext)\b.*?(?:</\1\s*>|\Z)", re.S | re.I)
 """Comments and raw-text elements: what looks like tags in them is not."""
@@ -261,6 +266,38 @@ def extract_page(job: PageJob) -> ParsedPage | None:
     return parse_html(html, job.url, x_robots_tag=job.x_robots_tag, max_links=job.max_links)
 
 
+_PR_SET_PDEATHSIG = 1
+_WATCH_PARENT_S = 1.0
+
+
+def die_with_parent(parent: int) -> None:
+    """In a pool worker, first thing: die when the process that started it dies, however it dies.
+
+    A SIGKILLed crawl runs no clean-up, and a worker waiting on its task queue never sees
+    the end of it (it holds that queue's write end itself), so it would live on under init
+    with the resource tracker it keeps open. On Linux the parent-death signal kills it at
+    once (``prctl(PR_SET_PDEATHSIG)``; it follows the thread that started the worker: the
+    pool grows on the crawl's event loop, which outlives it); elsewhere a thread polls
+    for a new parent.
+    """
+    if sys.platform.startswith("linux"):
+        try:
+            armed = ctypes.CDLL(None, use_errno=True).prctl(_PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0) == 0
+        except (OSError, AttributeError):
+            armed = False
+        if armed:
+            if os.getppid() != parent:  # the parent died before the signal was armed
+                os._exit(1)
+            return
+    threading.Thread(target=_watch_parent, args=(parent,), name="parent-watch", daemon=True).start()
+
+
+def _watch_parent(parent: int) -> None:
+    while os.getppid() == parent:
+        time.sleep(_WATCH_PARENT_S)
+    os._exit(1)
+
+
 class ParseTimeout(Exception):
     """A page took longer than the parse budget."""
 
@@ -276,7 +313,12 @@ class ParsePool:
         self._slots: asyncio.Semaphore | None = None
 
     def _new_pool(self) -> ProcessPoolExecutor:
-        return ProcessPoolExecutor(max_workers=self.workers, mp_context=self._context)
+        return ProcessPoolExecutor(
+            max_workers=self.workers,
+            mp_context=self._context,
+            initializer=die_with_parent,
+            initargs=(os.getpid(),),
+        )
 
     async def extract(self, job: PageJob) -> ParsedPage | None:
         """Parse in a worker process (small pages inline); raises ``ParseTimeout`` past the budget."""

@@ -31,7 +31,7 @@ from core.errors import OutOfScope
 
 logger = logging.getLogger(__name__)
 
-__all__ = ["AddressGuard", "DnsCache", "Resolver", "is_public_address", "redact_addresses"]
+__all__ = ["AddressGuard", "DnsCache", "Resolver", "is_public_address", "redact_addresses", "what_allows"]
 
 IpAddress = ipaddress.IPv4Address | ipaddress.IPv6Address
 IpNetwork = ipaddress.IPv4Network | ipaddress.IPv6Network
@@ -190,3 +190,27 @@ class AddressGuard:
                 "pass --allow-loopback or --allow-private-networks, or allow the network, to crawl it."
             )
         return addresses[0]
+
+    async def refused_address(self, host: str) -> str | None:
+        """The first address of ``host`` the guard refuses; None when every one passes, or when
+        the host does not resolve here (the crawler, maybe on another machine, decides then)."""
+        bare = host.strip("[]")
+        addresses: tuple[str, ...] = (bare,) if _is_ip_literal(bare) else await self._dns.resolve(bare)
+        return next((a for a in addresses if not self.is_allowed_address(a)), None)
+
+
+def what_allows(address: str) -> tuple[str, str]:
+    """(kind of address, the setting that would let the crawl fetch it): the module doc's rules."""
+    ip = ipaddress.ip_address(address.split("%", 1)[0])
+    if isinstance(ip, ipaddress.IPv6Address) and ip.ipv4_mapped is not None:
+        ip = ip.ipv4_mapped
+    if ip.is_loopback:
+        return "loopback", (
+            "crawl.allow_loopback (TRAWL_CRAWL__ALLOW_LOOPBACK=true; trawl crawl --allow-loopback)"
+        )
+    if any(ip in network for network in _PRIVATE_NETWORKS):
+        return "private-network", (
+            "crawl.allow_private (TRAWL_CRAWL__ALLOW_PRIVATE=true; trawl crawl --allow-private-networks)"
+        )
+    kind = "link-local" if ip.is_link_local else "non-public"
+    return kind, "crawl.allowed_networks (its CIDR block in TRAWL_CRAWL__ALLOWED_NETWORKS, a JSON list)"

@@ -219,6 +219,10 @@ class FrontierBase(ABC, Generic[DbT]):
     def batch_lost(self, batch: Batch) -> None:
         """The batch was not stored; nothing here counts on it (its URLs stay in the seen filter)."""
 
+    def abandon(self) -> None:
+        """The run stops without storing what it holds (a full disk). Here nothing: the next
+        run over the crawl directory returns its leases to pending as it opens."""
+
     def commit(self) -> None:
         """Take, write and acknowledge the batch at once."""
         batch = self.take_batch()

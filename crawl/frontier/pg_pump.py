@@ -15,6 +15,7 @@ import logging
 import time
 from collections import deque
 
+from core.errors import DatabaseUnavailable
 from crawl.frontier.leases import Lease
 from crawl.frontier.pg_worker import PgWorkerState
 from crawl.state.records import HostState, NewUrl
@@ -181,8 +182,12 @@ class PgPump(PgWorkerState):
             pass
 
     def _housekeeping(self, now: float) -> tuple[bool, bool]:
-        """On the loop: expire local leases; say whether this round reaps and heartbeats."""
-        reap = now - self._last_reap >= _REAP_EVERY_S
+        """On the loop: expire local leases; say whether this round reaps and heartbeats.
+
+        Nothing is reaped for one lease period after PostgreSQL came back from an outage
+        (``PgCrawlDb.reconnected_at``): leases that ran out while no worker could renew
+        them are not a dead worker's, and every live worker renews its own meanwhile."""
+        reap = now - self._last_reap >= _REAP_EVERY_S and now - self._db.reconnected_at >= self._lease_s
         if reap:
             self._last_reap = now
             for url, lease in list(self._in_flight.items()):
@@ -302,5 +307,6 @@ class PgPump(PgWorkerState):
             self._db.exchange(
                 self.worker_id, requeues=requeues, releases=list(releases.values()), n=0, now=0.0, until=0.0
             )
-        except Exception:
-            logger.exception("Could not release %d hosts; their leases will expire", len(releases))
+        except Exception as exc:
+            if not isinstance(exc, DatabaseUnavailable):
+                logger.exception("Could not release %d hosts; their leases will expire", len(releases))

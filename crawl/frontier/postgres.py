@@ -17,6 +17,7 @@ released.
 from __future__ import annotations
 
 import asyncio
+import logging
 from typing import Self
 
 from core.settings import CrawlSettings
@@ -27,6 +28,8 @@ from crawl.frontier.pg_worker import default_worker_id
 from crawl.frontier.seen import SeenUrls
 from crawl.state.postgres import PgCrawlDb
 from crawl.state.records import NewUrl, UrlStatus, UrlUpdate
+
+logger = logging.getLogger(__name__)
 
 __all__ = ["PgFrontier", "default_worker_id"]
 
@@ -117,6 +120,14 @@ class PgFrontier(PgPump):
         self._storing -= len(batch.inserts)
         if batch.inserts and self._waiters:
             self._notify()  # workers may be waiting for exactly these URLs
+
+    def abandon(self) -> None:
+        """The run stops without storing its results (a full disk): every URL and host this
+        worker holds goes back to the fleet at once and unchanged (no attempt counted), so
+        neither the other workers nor a resume wait for the leases to expire."""
+        released = self._db.release_leases(self.worker_id, attempt=False)
+        if released:
+            logger.info("Returned %d URLs this worker could not store to pending", released)
 
     def commit(self) -> None:
         """Write the releases waiting for a round, then take, write and acknowledge the batch."""

@@ -20,10 +20,12 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field, replace
 
 from core.deletions import DeletionLog, Removal
+from core.errors import TrawlError
 from core.linkgraph import Edge
 from core.types import Document, doc_id_for
 from crawl.frontier.leases import Batch, Lease
 from crawl.run.counters import CrawlStats
+from crawl.run.disk_stop import DiskStop
 from crawl.run.outcomes import removal_reason
 from crawl.run.parts import CrawlerParts
 from crawl.state.content_claims import ContentClaims, LostClaim
@@ -52,9 +54,17 @@ class BatchWriter:
     """Takes what the workers buffered (``pending``) and stores it, batch after batch."""
 
     def __init__(
-        self, parts: CrawlerParts, stats: CrawlStats, claims: ContentClaims, flush_interval_s: float
+        self,
+        parts: CrawlerParts,
+        stats: CrawlStats,
+        claims: ContentClaims,
+        flush_interval_s: float,
+        *,
+        disk: DiskStop | None = None,
     ) -> None:
         self.parts = parts
+        self._disk = disk or DiskStop(parts.layout.root, parts.frontier.stop)
+        """A batch that fails for lack of space stops the crawl; nothing more is stored after it."""
         self.stats = stats
         self.pending = PendingWrites()
         self._frontier = parts.frontier
@@ -72,7 +82,8 @@ class BatchWriter:
             await self.flush()
             if self.pending.removals:  # a lost claim of the last batch removes a recrawled page's document
                 await self.flush()
-            await asyncio.to_thread(self._refresh_cluster_sizes)
+            if self._disk.error is None:
+                await asyncio.to_thread(self._refresh_cluster_sizes)
         finally:
             self._writer.shutdown(wait=True)
 
@@ -92,14 +103,22 @@ class BatchWriter:
 
         The batch is taken here, on the event loop, in one step; the writer thread
         stores it after every earlier batch. Cancelling the caller does not cancel the
-        write: a batch once taken is always written, so none is lost or overtaken.
+        write: a batch once taken is always written, so none is lost or overtaken. After a
+        full disk nothing more is stored: the crawl is stopping, and what it did not store
+        is fetched again on resume.
         """
+        if self._disk.error is not None:
+            return
         taken = self.pending.take()
         batch = self._frontier.take_batch()
         writing = asyncio.get_running_loop().run_in_executor(self._writer, self._store, taken, batch)
         self.flushes_in_flight += 1
         writing.add_done_callback(lambda _: self._flush_done(batch, writing))
-        await asyncio.shield(writing)
+        try:
+            await asyncio.shield(writing)
+        except Exception as exc:
+            if not self._disk.caught(exc):
+                raise
 
     def _flush_done(self, batch: Batch | None, writing: asyncio.Future[list[LostClaim]]) -> None:
         self.flushes_in_flight -= 1
@@ -136,8 +155,12 @@ class BatchWriter:
         After one failed write every later one fails too: a batch whose predecessor was
         not stored would commit new URLs' results without their rows, so acks stop.
         """
+        if isinstance(self._write_error, TrawlError):
+            raise self._write_error  # it says what and where already (the database gone for good)
         if self._write_error is not None:
-            raise OSError(f"An earlier crawl batch could not be stored: {self._write_error}")
+            raise OSError(
+                f"An earlier crawl batch could not be stored: {self._write_error}"
+            ) from self._write_error
         try:
             docs, lost = self._claims.settle(taken.docs, list(taken.doc_leases), batch)
             if docs:

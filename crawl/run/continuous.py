@@ -14,6 +14,7 @@ import logging
 from collections.abc import Sequence
 from pathlib import Path
 
+from core.crawldir import CrawlDir
 from core.settings import CrawlSettings
 from crawl.run.loop import Crawler
 
@@ -62,7 +63,18 @@ class ContinuousCrawl:
             self._wake.set()
 
     async def run(self) -> int:
-        """Crawl rounds until stopped; returns how many ran."""
+        """Crawl rounds until stopped; returns how many ran.
+
+        The crawl directory's writer lock is held from the first round to the last, so no
+        other crawl slips in between two rounds (``DirectoryBusy`` when one holds it now).
+        """
+        lock = CrawlDir(self.data_dir).writer_lock(self.settings.frontier_url, self.settings.worker_id)
+        if lock is None:
+            return await self._rounds()
+        with lock.held():
+            return await self._rounds()
+
+    async def _rounds(self) -> int:
         self._loop = asyncio.get_running_loop()
         self._wake = asyncio.Event()
         while not self._stopped:

@@ -36,6 +36,7 @@ from crawl.fetch.guard import Resolver, system_resolver
 from crawl.frontier.leases import Feedback, Lease
 from crawl.run.batch_writer import BatchWriter
 from crawl.run.counters import CrawlStats, CrawlSummary
+from crawl.run.disk_stop import DiskStop
 from crawl.run.outcomes import error_kind, removal_reason, retry_after_s, retry_or_fail
 from crawl.run.parts import CrawlerParts
 from crawl.run.responses import ResponseHandler
@@ -111,13 +112,20 @@ class Crawler:
         if self._stopped:
             parts.frontier.stop()
         try:
-            await running.crawl(self.seeds)
-        finally:
-            self._running = None
             try:
-                await running.finish()
+                await running.crawl(self.seeds)
             finally:
-                await parts.aclose()
+                self._running = None
+                try:
+                    await running.finish()
+                finally:
+                    await parts.aclose()
+        except Exception as exc:
+            if running.disk.caught(exc) and running.disk.error is not None:
+                raise running.disk.error from exc
+            raise
+        if running.disk.error is not None:
+            raise running.disk.error  # a clean stop: the rest stays queued for a resume
         self.stats.queued = parts.frontier.pending
         summary = self.stats.summary(stopped=self._stopped)
         logger.info(
@@ -153,7 +161,9 @@ class _CrawlRun:
         self._guard = parts.guard
         self._robots = RobotsFetcher(parts, settings, stats, self._record_exchange).cache
         claims = ContentClaims(parts.db, settings.near_dup_max_distance)
-        self._writes = BatchWriter(parts, stats, claims, settings.flush_interval_s)
+        self.disk = DiskStop(parts.layout.root, parts.frontier.stop)
+        """Stops the crawl at the first write that fails for lack of space (``crawl.run.disk_stop``)."""
+        self._writes = BatchWriter(parts, stats, claims, settings.flush_interval_s, disk=self.disk)
         self._blocklist = BlockList(parts.layout.blocklist)
         self._responses = ResponseHandler(
             parts, settings, scope, stats, claims=claims, pending=self._writes.pending, observer=observer
@@ -181,8 +191,13 @@ class _CrawlRun:
             await asyncio.gather(flusher, *workers, return_exceptions=True)
 
     async def finish(self) -> None:
-        """Store what is buffered (after any batch still being written), then repair cluster sizes."""
-        await self._writes.finish()
+        """Store what is buffered (after any batch still being written), then repair cluster sizes;
+        after a full disk, give back what this worker holds of a shared frontier instead."""
+        try:
+            await self._writes.finish()
+        finally:
+            if self.disk.error is not None:
+                await asyncio.to_thread(self._frontier.abandon)
 
     async def _worker(self) -> None:
         frontier = self._frontier
@@ -190,6 +205,9 @@ class _CrawlRun:
             try:
                 await self._handle(lease)
             except Exception as exc:  # a bug on one page must not stop the crawl
+                if self.disk.caught(exc):  # nor be stored: the URL stays queued for the resume
+                    frontier.defer(lease, Feedback(requested=False))
+                    continue
                 logger.exception("Internal error on %s", lease.url)
                 self.stats.errors["internal"] += 1
                 self._finish(

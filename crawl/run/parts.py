@@ -22,6 +22,7 @@ from dataclasses import dataclass
 import httpx
 
 from core.crawldir import CrawlDir, worker_folder
+from core.dirlock import DirLock
 from core.docstore import DocStore
 from core.linkgraph import LinkGraphStore
 from core.settings import CrawlSettings
@@ -75,6 +76,8 @@ class CrawlerParts:
     """HTML parsing in worker processes, off the event loop (``crawl.extraction.parsing``)."""
     owns_client: bool
     """False when the caller passed the client in: the caller closes it."""
+    lock: DirLock | None = None
+    """The crawl directory's writer lock (``CrawlDir.writer_lock``), released by ``aclose``."""
 
     @classmethod
     def open(
@@ -97,10 +100,18 @@ class CrawlerParts:
         s = settings
         layout.root.mkdir(parents=True, exist_ok=True)
         with contextlib.ExitStack() as undo:
+            # One crawl per directory (a fleet: one per worker name); refused, naming the
+            # holder, before anything is opened. Re-entrant: `trawl run` holds it between rounds.
+            lock = layout.writer_lock(s.frontier_url, s.worker_id)
+            if lock is not None:
+                lock.acquire()
+                undo.callback(lock.release)
             # ``frontier_url`` names a PostgreSQL frontier shared by a fleet of workers; then
             # this worker writes its documents, edges and WARC files in folders of its own.
             db = open_store(layout, s.frontier_url)
             undo.callback(db.close)
+            if isinstance(db, PgCrawlDb):
+                db.outage_s = s.db_outage_s
             if recrawl:
                 due = schedule_recrawl(db, layout, s)
                 logger.info("Recrawl: %d pages due", due)
@@ -150,6 +161,7 @@ class CrawlerParts:
                 fetcher=Fetcher.from_settings(s, client, guard),
                 parser=parser,
                 owns_client=owns_client,
+                lock=lock,
             )
             undo.pop_all()
         return parts
@@ -163,5 +175,9 @@ class CrawlerParts:
             try:
                 self.db.close()
             finally:
-                if self.owns_client:
-                    await self.client.aclose()
+                try:
+                    if self.owns_client:
+                        await self.client.aclose()
+                finally:
+                    if self.lock is not None:
+                        self.lock.release()

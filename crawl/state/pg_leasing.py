@@ -225,6 +225,7 @@ class PgLeasing(PgSession):
         self.pages_left = left - pages
         return rows
 
+    @retry_on_conflict
     def idle(self, owner: str) -> tuple[bool, bool, float | None]:
         """(any URL pending, any leased by another worker, when the next host is ready) in one query.
 
@@ -332,20 +333,25 @@ class PgLeasing(PgSession):
             )
 
     @retry_on_conflict
-    def release_leases(self, owner: str | None = None, *, max_retries: int | None = None) -> int:
+    def release_leases(
+        self, owner: str | None = None, *, max_retries: int | None = None, attempt: bool = True
+    ) -> int:
         """Return the URLs (and hosts) leased by ``owner`` — every worker when None — to pending.
 
         A worker restarting under its own id takes back what it held; the leases of
         other live workers are theirs until they expire. Each released URL counts as an
         attempt (the process holding it died: a poison URL must not be fetched again on
         every restart), and with ``max_retries`` one that has used them up ends ``failed``.
+        ``attempt=False`` returns them unchanged (a live worker that could not store them).
         """
         where, params = ("lease_owner = %s", (owner,)) if owner is not None else ("TRUE", ())
+        counted = "retries = retries + 1, outcome = 'lease expired'" if attempt else "retries = retries"
         with self._lock, self._conn.transaction():
-            self._fail_used_up(where, params, max_retries)
+            if attempt:
+                self._fail_used_up(where, params, max_retries)
             cursor = self._conn.execute(
                 "UPDATE urls SET status = 'pending', lease_until = NULL, lease_owner = '', "
-                f"retries = retries + 1, outcome = 'lease expired' WHERE status = 'leased' AND {where}",
+                f"{counted} WHERE status = 'leased' AND {where}",
                 params,
             )
             self._conn.execute(

@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from core.atomic import staging_dir
+from core.diskspace import raising_disk_full
 from core.types import Document
 from retrieval.index.collection_stats import plan_ballast
 from retrieval.index.layout import lexical_dir, shard_lengths, vocabulary_file
@@ -20,6 +21,8 @@ from retrieval.index.lengths import ShardLengths
 from retrieval.index.lexical_writer import LexicalShardWriter
 from retrieval.index.manifest import IndexManifest
 from retrieval.index.vocabulary import VocabularyCounter
+
+_AGAIN = "free space and run the same command again"
 
 
 def shard_of(doc_id: int, shards: int) -> int:
@@ -36,8 +39,12 @@ def build_index(
     on_progress: Callable[[int], None] | None = None,
     extra: dict[str, Any] | None = None,
 ) -> IndexManifest:
-    """Build an index of ``docs`` into ``out`` (replaced atomically when complete)."""
-    with staging_dir(Path(out)) as tmp:
+    """Build an index of ``docs`` into ``out`` (replaced atomically when complete).
+
+    A write that fails for lack of space raises ``DiskFull`` naming ``out``'s folder (Tantivy
+    may only say its writer was killed: the free space is looked at before the staging
+    folder is removed)."""
+    with staging_dir(Path(out)) as tmp, raising_disk_full(Path(out).parent, advice=_AGAIN):
         vocabulary = VocabularyCounter()
         writers = [LexicalShardWriter(lexical_dir(tmp, i), vocabulary=vocabulary) for i in range(shards)]
         lengths: list[list[tuple[int, dict[str, int]]]] = [[] for _ in range(shards)]

@@ -18,33 +18,78 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Self
 
-from core.errors import IndexStateError, ManifestError
+from core.errors import IndexStateError
 from core.settings import SearchSettings
 from retrieval.index import layout
+from retrieval.index.checksums import Damage, check
+from retrieval.index.integrity import describe, generation_files
 from retrieval.index.lexical import LexicalShard
 from retrieval.index.lexical_query import FieldBoosts
 from retrieval.index.manifest import IndexManifest
+from retrieval.index.pins import Pin
 from retrieval.index.root import IndexRoot, resolve_index
 from retrieval.query.broker import Broker
-from retrieval.query.shard_backend import LocalShard, ShardBackend
+from retrieval.query.shard_backend import FailedShard, LocalShard, ShardBackend
 from retrieval.vectors.hnsw import VectorShard, current_version
 
 POINTER_REREAD_S = 1.0
 """How stale the serving process's view of ``CURRENT`` may be in the one case a ``stat`` cannot tell."""
+REOPEN_AFTER_S = 30.0
+"""How long a generation that failed to open is not tried again (every search would)."""
+OPEN_ERRORS = (IndexStateError, OSError, ValueError, RuntimeError)
+"""What opening a generation raises for a missing, unreadable or damaged file."""
 
 logger = logging.getLogger(__name__)
 
 
 def open_vectors(gen_dir: Path, shard: int) -> VectorShard | None:
-    """The shard's current vector index, or None before any embedding backfill."""
-    version = current_version(gen_dir, shard)
-    if version is None:
-        return None
+    """The shard's current vector index, or None before any embedding backfill (or when it
+    is damaged: logged)."""
+    return open_vectors_checked(gen_dir, shard)[0]
+
+
+def _damage_of(exc: Exception, path: Path, shard: int, part: str) -> list[Damage]:
+    """What an open refused, each file tagged with its shard and part."""
+    found = [d for d in getattr(exc, "damage", ()) if isinstance(d, Damage)]
+    if not found:
+        return [Damage(path, str(exc), shard, part)]
+    return [Damage(d.path, d.problem, shard, part) for d in found]
+
+
+def open_vectors_checked(gen_dir: Path, shard: int) -> tuple[VectorShard | None, list[Damage]]:
+    """The shard's current vector index (None before any backfill), or None and why not."""
     try:
-        return VectorShard.load(layout.vector_index_dir(layout.vector_root(gen_dir, shard) / version))
-    except (ManifestError, OSError, RuntimeError) as exc:
-        logger.warning("shard %d: vector index unusable, serving lexical only: %s", shard, exc)
-        return None
+        version = current_version(gen_dir, shard)
+    except OSError as exc:
+        return None, [Damage(layout.vector_pointer(gen_dir, shard), str(exc), shard, "vectors")]
+    if version is None:
+        return None, []
+    path = layout.vector_index_dir(layout.vector_root(gen_dir, shard) / version)
+    try:
+        return VectorShard.load(path), []
+    except (IndexStateError, OSError, RuntimeError, ValueError) as exc:
+        damage = _damage_of(exc, path, shard, "vectors")
+    logger.warning("shard %d: vector index unusable, serving lexical only: %s", shard, describe(damage))
+    return None, damage
+
+
+def open_shard(
+    gen_dir: Path, shard: int, settings: SearchSettings, boosts: FieldBoosts
+) -> tuple[LocalShard | FailedShard, list[Damage]]:
+    """One shard in this process, and the damage its open found: a shard with a damaged
+    lexical file is not served (:class:`FailedShard`), one with a damaged vector file
+    serves lexical only. Sizes are checked here; hnswlib's file is hashed before loading."""
+    path = layout.lexical_dir(gen_dir, shard)
+    try:
+        lexical = LexicalShard(path, boosts=boosts)
+    except (IndexStateError, OSError, ValueError) as exc:
+        damage = _damage_of(exc, path, shard, "lexical")
+        logger.error("shard %d is not served: %s", shard, describe(damage))
+        return FailedShard(shard, describe(damage)), damage
+    if not settings.use_vectors:
+        return LocalShard(shard, lexical), []
+    vectors, damage = open_vectors_checked(gen_dir, shard)
+    return LocalShard(shard, lexical, vectors), damage
 
 
 def pinned_to(backend: ShardBackend, generation: str) -> ShardBackend:
@@ -63,17 +108,29 @@ class Generation:
     paging through the list it started on (an id alone would switch lists under it).
     """
 
-    def __init__(self, path: Path, manifest: IndexManifest, broker: Broker, vector_model: str | None) -> None:
+    def __init__(
+        self,
+        path: Path,
+        manifest: IndexManifest,
+        broker: Broker,
+        vector_model: str | None,
+        damage: Sequence[Damage] = (),
+    ) -> None:
         self.path = path
         self.manifest = manifest
         self.broker = broker
         self.vector_model = vector_model
+        self.damage: list[Damage] = list(damage)
+        """Damaged files found in it (at open or by a later check): their shards' parts are out."""
+        self._damage_lock = threading.Lock()
         self.view = manifest.generation
         self.users = 0
         """Searches running on it now (:meth:`GenerationSet.using`): it is closed only at zero."""
         self.retired = False
         """Dropped from the set: closed as soon as the last search on it ends."""
         self._closed = False
+        self.pin = Pin(None)
+        """Keeps ``trawl index gc`` off the files while this is open (cursors name it)."""
 
     @property
     def id(self) -> str:
@@ -96,6 +153,19 @@ class Generation:
         remote: Sequence[Sequence[ShardBackend]] | None = None,
     ) -> Self:
         """Open a generation directory in-process, or attach a broker to remote shards."""
+        pin = Pin.hold(path)
+        try:
+            generation = cls._open(path, settings, remote)
+        except BaseException:
+            pin.release()
+            raise
+        generation.pin = pin
+        return generation
+
+    @classmethod
+    def _open(
+        cls, path: Path, settings: SearchSettings, remote: Sequence[Sequence[ShardBackend]] | None
+    ) -> Self:
         manifest = IndexManifest.load(path)
         boosts = FieldBoosts.from_settings(settings)
         shards: list[list[ShardBackend]]
@@ -106,23 +176,61 @@ class Generation:
                     f"{len(shards)} shard addresses given but generation {manifest.generation} has "
                     f"{manifest.shards} shards."
                 )
-        else:
+        damage = check(path, generation_files(manifest), content=False)  # its vocabulary: sizes
+        if remote is None:
             shards = []
             for i in range(manifest.shards):
-                lexical = LexicalShard(layout.lexical_dir(path, i), boosts=boosts)
-                vectors = open_vectors(path, i) if settings.use_vectors else None
-                shards.append([LocalShard(i, lexical, vectors)])
-        models = {replica.vector_model for replicas in shards for replica in replicas}
+                backend, found = open_shard(path, i, settings, boosts)
+                shards.append([backend])
+                damage += found
+        # A shard whose vectors (or whole self) are out for damage has no say: the others
+        # still serve theirs, and answers name it in missing (vector) shards.
+        excused = {d.shard for d in damage}
+        models = {r.vector_model for i, replicas in enumerate(shards) if i not in excused for r in replicas}
         vector_model = models.pop() if len(models) == 1 else None
         if vector_model is None and len(models) > 1:
             logger.warning("generation %s: shards disagree on vectors (%s); lexical only", path, models)
         broker = Broker(shards, deadline_s=settings.deadline_s, hedge=settings.hedge)
-        return cls(path, manifest, broker, vector_model)
+        return cls(path, manifest, broker, vector_model, damage)
+
+    def take_out(self, found: Sequence[Damage]) -> list[Damage]:
+        """Stop serving the parts of shards with damaged files (the vectors of a bad vector
+        file, the whole shard for any other); returns the damage not known before."""
+        new: list[Damage] = []
+        with self._damage_lock:
+            known = {d.path for d in self.damage}
+            for d in found:
+                if d.path not in known:
+                    known.add(d.path)
+                    new.append(d)
+            self.damage.extend(new)
+        for d in new:
+            logger.error("generation %s: %s", self.id, d)
+            if d.shard is None or d.shard >= len(self.broker.shards):
+                continue
+            for replica in self.broker.shards[d.shard]:
+                if d.part == "vectors" and callable(drop := getattr(replica, "drop_vectors", None)):
+                    drop()
+                elif d.part != "vectors" and callable(fail := getattr(replica, "fail", None)):
+                    fail(str(d))
+        return new
+
+    def problems(self) -> list[str]:
+        """What this generation does not serve and why (``/healthz`` says "degraded")."""
+        out = [str(d) for d in self.damage]
+        named = {d.shard for d in self.damage if d.part != "vectors"}
+        for replicas in self.broker.shards:
+            for replica in replicas:
+                failed = getattr(replica, "failed", None)
+                if isinstance(failed, str) and replica.shard_id not in named:
+                    out.append(f"shard {replica.shard_id}: {failed}")
+        return out
 
     def close(self) -> None:
         if not self._closed:
             self._closed = True
             self.broker.close()
+            self.pin.release()
 
 
 def view_key(generation: str, mark: str | None) -> str:
@@ -159,6 +267,27 @@ class GenerationSet:
         self._current = first
         self._stamps: dict[str, tuple[int, int] | None] = {first.view: stamp}
         """Per open view, the in-place update stamp it was opened at (or before)."""
+        self.failures: dict[str, str] = {}
+        """Per generation id, why it could not be opened (the one before it goes on serving)."""
+        self._failed_at: dict[object, float] = {}
+
+    def problems(self) -> list[str]:
+        """What is not served and why: damage in the serving generation, generations that failed to open."""
+        return [*self._current.problems(), *self.failures.values()]
+
+    def _refused(self, key: object) -> bool:
+        """Whether this publish or update failed to open a moment ago (not tried again yet)."""
+        at = self._failed_at.get(key)
+        return at is not None and time.monotonic() - at < REOPEN_AFTER_S
+
+    def _failed(self, key: object, generation: str, exc: BaseException) -> None:
+        logger.error(
+            "generation %s could not be opened, still serving %s: %s", generation, self._current.id, exc
+        )
+        self._failed_at[key] = time.monotonic()
+        self.failures[generation] = (
+            f"generation {generation} could not be opened ({exc}); still serving {self._current.id}"
+        )
 
     @property
     def current(self) -> Generation:
@@ -269,9 +398,14 @@ class GenerationSet:
         """
         current = self._current
         stamp = read_update_stamp(current.path)
-        if stamp == self._stamps.get(current.view):
+        if stamp == self._stamps.get(current.view) or self._refused((current.view, stamp)):
             return
-        reopened, stamp = self._open_labelled(current.path)
+        try:
+            reopened, stamp = self._open_labelled(current.path)
+        except OPEN_ERRORS as exc:  # a file damaged past opening: the view open now goes on
+            self._failed((current.view, stamp), current.id, exc)
+            return
+        self.failures.pop(current.id, None)
         with self._lock:
             if self._current is not current or reopened.view in self._open:
                 superseded = True
@@ -301,17 +435,31 @@ class GenerationSet:
             wanted = pointer[1]
             if wanted == self._current.id:
                 self._pointer = pointer
+                self.failures = {g: why for g, why in self.failures.items() if g == wanted}
                 return False
             generation = self.latest(wanted)
             if generation is None:
-                generation, stamp = self._open_labelled(IndexRoot(self.index).path_of(wanted))
-                if self._warm is not None:
-                    self._warm(generation)
+                if self._refused(pointer):
+                    return False
+                try:
+                    generation, stamp = self._open_labelled(IndexRoot(self.index).path_of(wanted))
+                except OPEN_ERRORS as exc:  # no 500 for every search: the current one goes on
+                    self._failed(pointer, wanted, exc)
+                    return False
+                try:
+                    if self._warm is not None:
+                        self._warm(generation)
+                except Exception as exc:  # noqa: BLE001 - a generation that fails its warm-up is not served
+                    logger.exception("warming generation %s failed", wanted)
+                    generation.close()
+                    self._failed(pointer, wanted, exc)
+                    return False
                 self._open[generation.view] = generation
                 self._stamps[generation.view] = stamp
             self._open.move_to_end(generation.view)
             self._current = generation
             self._pointer = pointer
+            self.failures.clear()  # what failed before is no longer what should serve
             unused = self._trim()
             logger.info("now serving generation %s", wanted)
         for old in unused:

@@ -31,13 +31,14 @@ from core.atomic import write_text
 from core.crawldir import CrawlDir
 from core.deletions import DeletionLog, Removal, is_removed
 from core.docstore import MANIFEST, DocStore
-from core.errors import IndexStateError
+from core.errors import DirectoryBusy, IndexDamaged, IndexStateError
 from core.linkgraph import LinkGraphStore, anchors_by_target
 from core.rowsegments import SEGMENT_SUFFIX
 from core.settings import EmbedSettings
 from core.types import DocId, Document
 from retrieval.index import freshness_metrics, layout
 from retrieval.index.build import shard_of
+from retrieval.index.checksums import ContentMemo
 from retrieval.index.collection_stats import plan_ballast
 from retrieval.index.docs_source import (
     MAX_ANCHORS_PER_DOC,
@@ -46,10 +47,12 @@ from retrieval.index.docs_source import (
     title_suffixes_by_host,
 )
 from retrieval.index.freshness import FreshnessLog
+from retrieval.index.integrity import check_generation, describe
 from retrieval.index.lengths import ShardLengths
 from retrieval.index.lexical import LexicalShard
 from retrieval.index.lexical_writer import LexicalShardWriter
 from retrieval.index.manifest import IndexManifest
+from retrieval.index.retention import collect
 from retrieval.index.root import IndexRoot
 from retrieval.text.titles import without_suffix
 from retrieval.vectors.backfill import backfill_index
@@ -135,9 +138,15 @@ class IncrementalIndexer:
         shards: int = 1,
         embed: EmbedSettings | None = None,
         embedder: Embedder | None = None,
+        keep_generations: int | None = None,
     ) -> None:
         """``embedder``: encodes new passages when the generation has vectors (loaded from
-        ``embed`` settings on first need otherwise, with the variant the vectors were made by)."""
+        ``embed`` settings on first need otherwise, with the variant the vectors were made by).
+        ``keep_generations``: after each compaction, remove all generations but the serving
+        one, this many before it and those a serving process has open (None: keep all)."""
+        self.keep_generations = keep_generations
+        self._verified = ContentMemo()
+        """Files of the serving generation found intact: a step reads only what changed since."""
         self.crawl = CrawlDir(data_dir)
         self.embed = embed
         self._embedder = embedder
@@ -191,7 +200,17 @@ class IncrementalIndexer:
     # -- compaction ---------------------------------------------------------------
 
     def compact(self) -> str:
-        """Build a new base generation from the whole docstore and publish it; returns its id."""
+        """Build a new base generation from the whole docstore and publish it; returns its id.
+
+        Holds the index root's writer lock throughout (``DirectoryBusy`` when another
+        writer has it), then collects old generations when ``keep_generations`` is set."""
+        with self.root.writing():
+            generation = self._compact()
+            if self.keep_generations is not None:
+                collect(self.root, self.keep_generations)
+        return generation
+
+    def _compact(self) -> str:
         started = time.perf_counter()
         seen = Cursor(Cursor.marks(self.docstore.segments()), Cursor.marks(self.deletions.segments()))
         docs = crawled_documents(self.crawl.root) if self.crawl.docs.exists() else iter(())
@@ -244,8 +263,13 @@ class IncrementalIndexer:
         """Apply every pending segment to the serving generation; None when nothing was pending.
 
         Raises ``LookupError`` when the serving generation cannot be updated in place
-        (none yet, or built without lengths): compact first.
+        (none yet, or built without lengths): compact first; ``DirectoryBusy`` when another
+        writer holds the index root (the step is due again once it is done).
         """
+        with self.root.writing():
+            return self._step()
+
+    def _step(self) -> StepReport | None:
         state = self.generation()
         if state is None:
             raise LookupError("no generation that can be updated in place; compact first")
@@ -256,6 +280,10 @@ class IncrementalIndexer:
         if not doc_segments and not removal_segments:
             freshness_metrics.BACKLOG.set(0)
             return None
+        # A merge would fold a garbled segment into a new one, recorded afresh: never build on damage.
+        if damage := check_generation(path, content=True, memo=self._verified):
+            message = f"Generation {generation} is damaged, not updated in place: {describe(damage)}"
+            raise IndexDamaged(message, tuple(damage))
         removed = self._removals()
         latest: dict[DocId, Document] = {}
         rows = 0
@@ -395,15 +423,32 @@ def follow(
     """Apply the crawl's segments every ``poll_s`` until ``stop``; compact every ``compact_every_s``.
 
     The bound on crawl-to-searchable lag is the crawl's flush interval plus ``poll_s``
-    plus one step. A generation that cannot be updated in place is compacted first.
+    plus one step. A generation that cannot be updated in place is compacted first. While
+    another writer holds the index root (a manual build or publish), it waits and says so.
     """
+    busy = ""
     while not stop.is_set():
+        try:
+            report = _follow_once(indexer, compact_every_s)
+        except DirectoryBusy as exc:
+            if str(exc) != busy:
+                logger.warning("index steps wait: %s", exc)
+            busy = str(exc)
+        except IndexDamaged as exc:  # the docstore holds every document: a new generation from it
+            logger.error("%s; compacting into a new generation", exc)
+            indexer.compact()
+        else:
+            busy = ""
+            if report is not None and on_step is not None:
+                on_step(report)
+        stop.wait(poll_s)
+
+
+def _follow_once(indexer: IncrementalIndexer, compact_every_s: float) -> StepReport | None:
+    with indexer.root.writing():
         if indexer.generation() is None:
             indexer.compact()
         elif compact_every_s > 0 and time.time() - indexer.last_compaction >= compact_every_s:
             indexer.step()
             indexer.compact()
-        report = indexer.step()
-        if report is not None and on_step is not None:
-            on_step(report)
-        stop.wait(poll_s)
+        return indexer.step()

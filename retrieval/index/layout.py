@@ -1,11 +1,11 @@
 """The layout of an index root: the one module that names every path in it.
 
-Why one module: the build writes these paths, the backfill job adds vectors beside them,
-and serving processes, shard processes, the evaluation harness and benchmarks read them,
-so a rename is made here once. Nothing here creates a file or reads one; callers do. ::
+Why one module: builds, backfills, serving and shard processes, evaluation and benchmarks
+all name these paths, so a rename is made here once. Nothing here creates or reads a file. ::
 
     ROOT/CURRENT              id of the serving generation (retrieval.index.manifest)
     ROOT/history.jsonl        every publish, for rollback
+    ROOT/lock, ROOT/pins/     the writers' lock (core.dirlock); readers' pins (retrieval.index.pins)
     ROOT/backfill.json        progress of the running embeddings backfill
     ROOT/freshness.sqlite     per URL: fetch, index and publish times (retrieval.index.freshness)
     ROOT/vectors/<version>/   vectors by passage hash, for all generations (:func:`vector_store_dir`)
@@ -45,10 +45,12 @@ __all__ = [
     "hnsw_file",
     "is_index",
     "labels_file",
+    "lock_file",
     "lexical_dir",
     "lexical_manifest",
     "manifest_file",
     "passages_file",
+    "pin_file",
     "segment_file",
     "segment_name",
     "segment_number",
@@ -84,6 +86,16 @@ def current_pointer(root: Path) -> Path:
 
 def history_file(root: Path) -> Path:
     return Path(root) / "history.jsonl"
+
+
+def lock_file(root: Path) -> Path:
+    """Held by whoever writes the root: build, publish, rollback, gc, an in-place step."""
+    return Path(root) / "lock"
+
+
+def pin_file(root: Path, generation: str) -> Path:
+    """Locked shared by every process that has ``generation`` open; gc leaves a locked one."""
+    return Path(root) / "pins" / generation
 
 
 def generations_dir(root: Path) -> Path:

@@ -16,10 +16,11 @@ from typing import Any
 
 import tantivy
 
-from core.errors import IndexStateError
+from core.errors import IndexDamaged, IndexStateError
 from core.types import DocId, Query, ScoredDoc
 from retrieval.index.collection_stats import CorpusStats, bm25_idf
 from retrieval.index.forward import ForwardIndex
+from retrieval.index.integrity import check_lexical, describe
 from retrieval.index.layout import forward_dir
 from retrieval.index.lexical_query import FieldBoosts, LexicalQueryBuilder, stat_terms
 from retrieval.index.lexical_schema import LENGTH_FIELDS, TEXT_FIELDS, read_lexical_manifest
@@ -64,6 +65,13 @@ class LexicalResult:
     """Tantivy ``DocAddress`` per hit, valid for the searcher that produced them."""
 
 
+def is_library_panic(exc: BaseException) -> bool:
+    """Whether ``exc`` is a Rust panic surfacing from Tantivy (``pyo3_runtime.PanicException``,
+    a ``BaseException``: an ``except Exception`` lets it through). A garbled segment file
+    panics in the middle of a search."""
+    return type(exc).__name__ == "PanicException"
+
+
 def _doc_id(value: object) -> DocId:
     """A doc id read back from Tantivy (typed loosely by its bindings)."""
     if not isinstance(value, int):
@@ -77,11 +85,18 @@ class LexicalShard:
     def __init__(self, path: Path, *, boosts: FieldBoosts | None = None) -> None:
         self.path = Path(path)
         manifest = read_lexical_manifest(self.path)
+        # Sizes only (a stat per file): a truncated file is refused before Tantivy maps it.
+        if damage := check_lexical(self.path, content=False):
+            raise IndexDamaged(
+                f"The lexical shard at {self.path} is damaged: {describe(damage)}", tuple(damage)
+            )
         try:
             self._index = tantivy.Index.open(str(self.path))
-        except ValueError as exc:
+            self._searcher = self._index.searcher()
+        except BaseException as exc:
+            if not isinstance(exc, ValueError) and not is_library_panic(exc):
+                raise
             raise IndexStateError(f"Cannot open the Tantivy index at {self.path}: {exc}") from exc
-        self._searcher = self._index.searcher()
         self.boosts = boosts or FieldBoosts()
         self.real_docs = int(manifest.get("docs", 0))
         self.ballast_docs = int(manifest.get("ballast_docs", 0))
@@ -93,7 +108,10 @@ class LexicalShard:
         self._df: dict[tuple[str, str], int] = {}
         self._addresses: dict[DocId, Any] = {}
         self._queries = LexicalQueryBuilder(self._index.schema, self._live_fields, self._idf_ratio)
-        self.forward = ForwardIndex.open_if_present(forward_dir(self.path))
+        try:
+            self.forward = ForwardIndex.open_if_present(forward_dir(self.path))
+        except (OSError, ValueError, KeyError) as exc:
+            raise IndexStateError(f"Cannot open the forward index of {self.path}: {exc}") from exc
         """The shard's forward index (None in an index built before it existed: features then
         come from the stored documents, see :mod:`retrieval.index.lexical_writer`)."""
 

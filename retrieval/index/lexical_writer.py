@@ -12,15 +12,18 @@ import shutil
 from collections.abc import Iterable, Mapping
 from pathlib import Path
 from types import TracebackType
-from typing import Self
+from typing import Any, Self
 
 import tantivy
 
 from core.atomic import write_text
+from core.errors import ManifestError
 from core.types import Document
+from retrieval.index.checksums import from_json, record
 from retrieval.index.collection_stats import BALLAST_TOKEN
 from retrieval.index.forward import ForwardWriter, mark_stale
-from retrieval.index.layout import forward_dir, lexical_manifest
+from retrieval.index.integrity import lexical_files, lexical_record
+from retrieval.index.layout import forward_dir, forward_stale, lexical_manifest
 from retrieval.index.lexical import LexicalShard
 from retrieval.index.lexical_schema import (
     FORMAT_VERSION,
@@ -189,7 +192,10 @@ class LexicalShardWriter:
         candidates include one computes its text features from the stored documents,
         which give the same values (``rerank.features.compute_features``).
         """
+        stale = forward_stale(forward_dir(self.path)).relative_to(self.path).as_posix()
+        previous = self._recorded()
         mark_stale(forward_dir(self.path), self._changed_in_place)
+        self._record_stale(stale)
         self._writer.commit()
         self._writer.wait_merging_threads()
         manifest = {
@@ -200,8 +206,34 @@ class LexicalShardWriter:
             "nonempty_fields": dict(nonempty_fields),
             "updated_in_place": True,
         }
+        if previous is not None:  # a shard written before checksums stays without them
+            # Segment files never change once written: only new ones and the stale set are read.
+            try:
+                known = from_json(previous["files"])
+            except ManifestError:
+                known = {}  # an unreadable record: everything is read again
+            manifest["files"] = lexical_record(self.path, known, rewritten={stale})
         # Replaced, not rewritten where it stands: serving processes open this shard while
         # it is updated, and a kill mid-write must leave the previous manifest.
+        write_text(lexical_manifest(self.path), json.dumps(manifest))
+
+    def _recorded(self) -> dict[str, Any] | None:
+        """The checksum record of the shard as it is before this commit (None: it has none)."""
+        try:
+            raw = json.loads(lexical_manifest(self.path).read_text())
+        except (OSError, ValueError):
+            return None
+        return raw if isinstance(raw, dict) and "files" in raw else None
+
+    def _record_stale(self, stale: str) -> None:
+        """Record the stale set just rewritten at once: a reader checking the shard before
+        the commit ends would otherwise find it differing from its record."""
+        manifest = self._recorded()
+        if manifest is None or not (self.path / stale).exists():
+            return
+        if not isinstance(manifest["files"], dict):
+            return
+        manifest["files"][stale] = record(self.path, [stale])[stale].to_json()
         write_text(lexical_manifest(self.path), json.dumps(manifest))
 
     def add_all(self, docs: Iterable[Document]) -> int:
@@ -219,6 +251,7 @@ class LexicalShardWriter:
             "docs": self.count,
             "ballast_docs": self.ballast,
             "nonempty_fields": self._nonempty,
+            "files": lexical_record(self.path),
         }
         lexical_manifest(self.path).write_text(json.dumps(manifest))
 
@@ -264,4 +297,10 @@ def write_forward_index(path: Path) -> int:
             dup_cluster_size=doc.dup_cluster_size,
         )
     writer.write()
+    manifest = json.loads(lexical_manifest(shard.path).read_text())
+    if "files" in manifest:  # the forward files are new: recorded again, the segments' entries kept
+        forward = forward_dir(shard.path).name + "/"
+        rewritten = {n for n in lexical_files(shard.path) if n.startswith(forward)}
+        manifest["files"] = lexical_record(shard.path, from_json(manifest["files"]), rewritten=rewritten)
+        write_text(lexical_manifest(shard.path), json.dumps(manifest))
     return writer.count

@@ -23,9 +23,13 @@ from typing import Any
 from core.atomic import write_text
 from core.errors import ManifestError
 from retrieval.index import layout
+from retrieval.index.checksums import record, to_json
 
 INDEX_FORMAT = "trawl-index"
 INDEX_FORMAT_VERSION = 1
+GENERATION_FILES: tuple[str, ...] = (layout.vocabulary_file(Path()).name,)
+"""The generation's own data files (beside its shards): their sizes and hashes are in the
+manifest's ``checksums``; each shard part records its own (:mod:`retrieval.index.integrity`)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -66,7 +70,11 @@ class IndexManifest:
     def write(
         cls, root: Path, *, shards: int, docs: int, source: str, extra: dict[str, Any] | None = None
     ) -> IndexManifest:
-        """Write the manifest of a finished index directory and read it back (validated)."""
+        """Write the manifest of a finished index directory and read it back (validated).
+
+        Its ``checksums`` record the generation's own files as they are now, unless ``extra``
+        brings them (a generation derived from another keeps the record it was built with).
+        """
         raw = {
             "format": INDEX_FORMAT,
             "format_version": INDEX_FORMAT_VERSION,
@@ -76,6 +84,9 @@ class IndexManifest:
             "source": source,
             **(extra or {}),
         }
+        if "checksums" not in raw:
+            names = [n for n in GENERATION_FILES if (Path(root) / n).is_file()]
+            raw["checksums"] = {"algorithm": "blake2b-256", "files": to_json(record(Path(root), names))}
         write_text(layout.manifest_file(root), json.dumps(raw, indent=2))
         return cls.load(root)
 

@@ -33,9 +33,9 @@ def bm25_breakdown(broker: Broker, query: Query, doc_id: DocId, shard_id: int) -
     is left out too.
     """
     replicas = broker.shards[shard_id] if 0 <= shard_id < len(broker.shards) else []
-    shard = next((r for r in replicas if isinstance(r, LocalShard)), None)
+    shard = next((r for r in replicas if isinstance(r, LocalShard) and r.failed is None), None)
     if shard is None:
-        return {}
+        return {}  # remote, or taken out for a damaged file
     alone: list[tuple[tuple[str, ...], tuple[str, ...]]] = [((t,), ()) for t in query.terms]
     alone += [((), (p,)) for p in query.phrases]
     parts = [

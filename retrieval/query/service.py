@@ -19,10 +19,11 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any, Self
 
-from core.errors import IndexStateError, QueryError
+from core.errors import IndexStateError, QueryError, ShardUnavailable
 from core.settings import SearchSettings
 from core.types import DocId, Query, SearchResponse
 from retrieval.index.generation import Generation, GenerationSet
+from retrieval.index.watch import FileWatch
 from retrieval.query.cache import TtlLruCache
 from retrieval.query.correction import SpellingCorrector
 from retrieval.query.cursor import CursorCodec
@@ -61,6 +62,8 @@ class SearchService:
         self.spelling = SpellingCorrector(settings, self.parser)
         self.cache: TtlLruCache[SearchResponse] = TtlLruCache(settings.cache_entries, settings.cache_ttl_s)
         generations.listeners.append(lambda _gen: self.cache.clear())
+        self.watch: FileWatch | None = None
+        """The background check of the served files (:meth:`watch_files`; serving processes only)."""
 
     @classmethod
     def open(
@@ -119,6 +122,23 @@ class SearchService:
     @encoder_model.setter
     def encoder_model(self, model: str | None) -> None:
         self.rankers.encoder_model = model
+
+    def problems(self) -> list[str]:
+        """What is not served and why (damaged files, a generation that failed to open):
+        ``/healthz`` says "degraded" with these."""
+        return self.generations.problems()
+
+    def watch_files(self) -> FileWatch:
+        """Check the content of the served files in the background (started once): a
+        damaged file takes its shard's part out of service and clears the response cache."""
+        if self.watch is None:
+            self.watch = FileWatch(
+                self.generations,
+                interval_s=self.settings.verify_interval_s,
+                on_damage=lambda _generation, _damage: self.cache.clear(),
+            )
+            self.watch.start()
+        return self.watch
 
     def can_use_vectors(self, generation: Generation) -> bool:
         return self.rankers.can_use_vectors(generation)
@@ -306,12 +326,18 @@ class SearchService:
         Only in-process shards can answer; with remote shards this returns None.
         """
         for replicas in self.generation.broker.shards:
-            lexical = getattr(replicas[0], "lexical", None)
-            if lexical is not None:
-                doc_id = lexical.doc_id_for_url(url)
-                if doc_id is not None:
-                    return doc_id, replicas[0].shard_id
+            find = getattr(replicas[0], "doc_id_for_url", None)
+            if find is None:
+                continue
+            try:
+                doc_id = find(url)
+            except ShardUnavailable:
+                continue  # taken out for a damaged file
+            if doc_id is not None:
+                return doc_id, replicas[0].shard_id
         return None
 
     def close(self) -> None:
+        if self.watch is not None:
+            self.watch.stop()
         self.generations.close()

@@ -9,17 +9,19 @@ A shard answers the document frequencies of the query's terms (collection-wide B
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Protocol
 
 import numpy as np
 from numpy.typing import NDArray
 
+from core.errors import ShardUnavailable
 from core.types import DocId, Query
 from retrieval.index.collection_stats import CorpusStats
 from retrieval.index.forward_features import QueryTerms, ShardFeatures, shard_features
-from retrieval.index.lexical import LexicalShard, StoredDoc
+from retrieval.index.lexical import LexicalShard, StoredDoc, is_library_panic
 from retrieval.query.hybrid import Candidate, CandidateFields, shard_candidates
 from retrieval.vectors.hnsw import VectorShard
 
@@ -98,12 +100,19 @@ class ShardBackend(Protocol):
 
 
 class LocalShard:
-    """A shard opened in this process: its Tantivy index and, when built, its HNSW index."""
+    """A shard opened in this process: its Tantivy index and, when built, its HNSW index.
+
+    A shard whose files turn out damaged while it serves is taken out (:meth:`fail`: every
+    call raises :class:`ShardUnavailable`, which the broker reports as a missing shard) or
+    loses its vectors (:meth:`drop_vectors`: lexical only), never serving from them again.
+    """
 
     def __init__(self, shard_id: int, lexical: LexicalShard, vector: VectorShard | None = None) -> None:
         self.shard_id = shard_id
         self.lexical = lexical
         self.vector = vector
+        self.failed: str | None = None
+        """Why this shard no longer answers (None: it does)."""
 
     @property
     def num_docs(self) -> int:
@@ -113,20 +122,48 @@ class LocalShard:
     def vector_model(self) -> str | None:
         return self.vector.model_id if self.vector is not None else None
 
+    def fail(self, reason: str) -> None:
+        self.failed = reason
+
+    def drop_vectors(self) -> None:
+        self.vector = None
+
+    @contextmanager
+    def _serving(self) -> Iterator[None]:
+        """Refuse calls once failed; a Tantivy panic (a garbled segment read mid-search)
+        fails the shard instead of escaping as a ``BaseException`` past every handler."""
+        if self.failed is not None:
+            raise ShardUnavailable(f"Shard {self.shard_id} is not served: {self.failed}")
+        try:
+            yield
+        except Exception:
+            raise
+        except BaseException as exc:
+            if not is_library_panic(exc):
+                raise
+            self.fail(f"its index failed while reading ({exc}); check it with `trawl index verify`")
+            raise ShardUnavailable(f"Shard {self.shard_id} is not served: {self.failed}") from None
+
     # timeout_s is accepted and ignored: an in-process call cannot hang on a network.
 
     def doc_freqs(self, query: Query, *, timeout_s: float | None = None) -> dict[tuple[str, str], int]:
-        return self.lexical.doc_freqs(query)
+        with self._serving():
+            return self.lexical.doc_freqs(query)
 
     def candidates(self, request: ShardRequest, *, timeout_s: float | None = None) -> ShardReply:
+        with self._serving():
+            return self._candidates(request)
+
+    def _candidates(self, request: ShardRequest) -> ShardReply:
         total_holder: list[int] = []
+        vector = self.vector  # once: a check may drop it meanwhile
         candidates = shard_candidates(
             self.lexical,
-            self.vector,
+            vector,
             request.query,
             request.vector,
             k_lexical=request.k_lexical,
-            k_vector=request.k_vector if self.vector is not None else 0,
+            k_vector=request.k_vector if vector is not None else 0,
             shard_id=self.shard_id,
             with_fields=request.with_fields,
             with_doc_vectors=request.with_doc_vectors,
@@ -145,11 +182,15 @@ class LocalShard:
             self.shard_id,
             tuple(candidates),
             total_holder[0] if total_holder else 0,
-            self.vector is not None,
+            vector is not None,
             features,
         )
 
     def annotate(self, request: AnnotateRequest, *, timeout_s: float | None = None) -> Annotations:
+        with self._serving():
+            return self._annotate(request)
+
+    def _annotate(self, request: AnnotateRequest) -> Annotations:
         fields = CandidateFields.compute(
             self.lexical,
             self.vector,
@@ -167,4 +208,41 @@ class LocalShard:
         return Annotations(fields, features)
 
     def fetch(self, doc_ids: Sequence[DocId], *, timeout_s: float | None = None) -> dict[DocId, StoredDoc]:
-        return self.lexical.stored_many(doc_ids)
+        with self._serving():
+            return self.lexical.stored_many(doc_ids)
+
+    def doc_id_for_url(self, url: str) -> DocId | None:
+        with self._serving():
+            return self.lexical.doc_id_for_url(url)
+
+
+class FailedShard:
+    """A shard that could not be opened (a damaged or unreadable file): it answers nothing,
+    so the broker reports it missing and the other shards still serve."""
+
+    def __init__(self, shard_id: int, reason: str) -> None:
+        self.shard_id = shard_id
+        self.failed = reason
+
+    @property
+    def num_docs(self) -> int:
+        return 0
+
+    @property
+    def vector_model(self) -> str | None:
+        return None
+
+    def _refuse(self) -> ShardUnavailable:
+        return ShardUnavailable(f"Shard {self.shard_id} is not served: {self.failed}")
+
+    def doc_freqs(self, query: Query, *, timeout_s: float | None = None) -> dict[tuple[str, str], int]:
+        raise self._refuse()
+
+    def candidates(self, request: ShardRequest, *, timeout_s: float | None = None) -> ShardReply:
+        raise self._refuse()
+
+    def annotate(self, request: AnnotateRequest, *, timeout_s: float | None = None) -> Annotations:
+        raise self._refuse()
+
+    def fetch(self, doc_ids: Sequence[DocId], *, timeout_s: float | None = None) -> dict[DocId, StoredDoc]:
+        raise self._refuse()

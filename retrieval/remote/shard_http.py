@@ -35,13 +35,20 @@ from core.types import DocId, Query
 from retrieval.index import layout
 from retrieval.index.collection_stats import CorpusStats
 from retrieval.index.forward_features import ShardFeatures
-from retrieval.index.generation import open_vectors, read_update_stamp
-from retrieval.index.lexical import LexicalShard, StoredDoc
+from retrieval.index.generation import open_shard, read_update_stamp
+from retrieval.index.lexical import StoredDoc
 from retrieval.index.lexical_query import FieldBoosts
 from retrieval.index.manifest import IndexManifest, read_pointer
 from retrieval.index.root import IndexRoot, resolve_index
 from retrieval.query.hybrid import Candidate, CandidateFields
-from retrieval.query.shard_backend import AnnotateRequest, Annotations, LocalShard, ShardReply, ShardRequest
+from retrieval.query.shard_backend import (
+    AnnotateRequest,
+    Annotations,
+    FailedShard,
+    LocalShard,
+    ShardReply,
+    ShardRequest,
+)
 
 logger = logging.getLogger(__name__)
 
@@ -189,25 +196,26 @@ class _ShardHolder:
         self._pointer: str | None = None
         self._path = self.index
         self._stamp: tuple[int, int] | None = None
-        self._older: OrderedDict[str, LocalShard] = OrderedDict()
+        self._older: OrderedDict[str, LocalShard | FailedShard] = OrderedDict()
+        self.damage: dict[str, list[str]] = {}
+        """Per open generation, its damaged files this shard does not serve (``/healthz``)."""
         self.generation = ""
         self.local = self._open()
 
-    def _open_at(self, path: Path) -> tuple[IndexManifest, LocalShard]:
+    def _open_at(self, path: Path) -> tuple[IndexManifest, LocalShard | FailedShard]:
         manifest = IndexManifest.load(path)
         if self.shard >= manifest.shards:
             raise ShardUnavailable(
                 f"Generation {manifest.generation} has {manifest.shards} shards; no shard {self.shard}."
             )
-        lexical = LexicalShard(
-            layout.lexical_dir(path, self.shard), boosts=FieldBoosts.from_settings(self.settings)
-        )
-        vectors = open_vectors(path, self.shard) if self.settings.use_vectors else None
-        if vectors is not None:
-            vectors.warm()  # seconds on a large shard: not in the first query's time
-        return manifest, LocalShard(self.shard, lexical, vectors)
+        # A damaged file is never fatal: the shard answers 503 (lexical) or serves lexical only.
+        local, damage = open_shard(path, self.shard, self.settings, FieldBoosts.from_settings(self.settings))
+        self.damage[manifest.generation] = [str(d) for d in damage]
+        if isinstance(local, LocalShard) and local.vector is not None:
+            local.vector.warm()  # seconds on a large shard: not in the first query's time
+        return manifest, local
 
-    def _open(self) -> LocalShard:
+    def _open(self) -> LocalShard | FailedShard:
         path = resolve_index(self.index)
         # Read before opening: an update committed while the shard opens is seen next time.
         stamp = read_update_stamp(path)
@@ -220,7 +228,7 @@ class _ShardHolder:
         self._path, self._stamp = path, stamp
         return local
 
-    def _keep_older(self, generation: str, local: LocalShard) -> None:
+    def _keep_older(self, generation: str, local: LocalShard | FailedShard) -> None:
         self._older[generation] = local
         self._older.move_to_end(generation)
         while len(self._older) > max(self.settings.keep_generations - 1, 0):
@@ -232,7 +240,7 @@ class _ShardHolder:
             or read_update_stamp(self._path) != self._stamp
         )
 
-    def get(self, generation: str | None = None) -> LocalShard:
+    def get(self, generation: str | None = None) -> LocalShard | FailedShard:
         """The shard of ``generation`` (None: the published one); a
         :class:`GenerationGone` when this shard can no longer serve it."""
         if self._stale():
@@ -279,6 +287,10 @@ def create_shard_app(
     @app.exception_handler(GenerationGone)
     async def generation_gone(_request: Request, exc: GenerationGone) -> JSONResponse:
         return JSONResponse({"error": "generation_gone", "detail": str(exc)}, status_code=409)
+
+    @app.exception_handler(ShardUnavailable)
+    async def unavailable(_request: Request, exc: ShardUnavailable) -> JSONResponse:
+        return JSONResponse({"error": "shard_unavailable", "detail": str(exc)}, status_code=503)
 
     fault = {"delay_s": delay_s}
 
@@ -364,8 +376,16 @@ def create_shard_app(
         return {"docs": [dataclasses.asdict(d) | {"doc_id": str(int(d.doc_id))} for d in docs.values()]}
 
     @app.get("/healthz")
-    async def healthz() -> dict[str, str]:
-        return {"status": "ok", "generation": holder.generation}
+    async def healthz() -> dict[str, Any]:
+        problems = list(holder.damage.get(holder.generation, []))
+        failed = getattr(holder.local, "failed", None)
+        if failed and not problems:
+            problems.append(failed)
+        return {
+            "status": "degraded" if problems else "ok",
+            "generation": holder.generation,
+            "problems": problems,
+        }
 
     return app
 

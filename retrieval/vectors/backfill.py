@@ -30,8 +30,8 @@ from pathlib import Path
 import numpy as np
 from numpy.typing import NDArray
 
-from core.atomic import write_text
-from core.errors import ManifestError
+from core.atomic import temp_sibling, write_text
+from core.errors import IndexDamaged, ManifestError
 from core.settings import EmbedSettings
 from retrieval.index import layout
 from retrieval.index.lexical import LexicalShard
@@ -187,8 +187,8 @@ def _build_shard_index(
         saved = VectorShard.load(path, ef=settings.hnsw_ef, model_id=embedder.model_id)
         if saved.meta.get("passages") == digest:
             return saved
-    except ManifestError:
-        pass
+    except (ManifestError, IndexDamaged):
+        pass  # none saved yet, or a damaged one: built again
     shard = VectorShard.from_settings(
         settings, dim=embedder.dim, model_id=embedder.model_id, capacity=max(1, len(plan.rows))
     )
@@ -267,7 +267,7 @@ def derive_generation(root: IndexRoot, source: str) -> tuple[str, Path]:
     (Tantivy segments are immutable) and without vectors; returns (new id, staged path)."""
     generation = new_generation_id()
     src = root.path_of(source)
-    staged = layout.generations_dir(root.root) / f".{generation}.staging"
+    staged = temp_sibling(layout.generation_dir(root.root, generation))  # names this pid: see IndexRoot.sweep
 
     def vectors(_directory: str, names: list[str]) -> list[str]:
         return [n for n in names if n == layout.vector_root(src, 0).name]

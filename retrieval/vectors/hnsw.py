@@ -26,10 +26,12 @@ import numpy as np
 from numpy.typing import NDArray
 
 from core.atomic import staging_dir
-from core.errors import ConfigError, ManifestError
+from core.errors import ConfigError, IndexDamaged, ManifestError
 from core.settings import EmbedSettings
 from core.types import DocId, ScoredDoc
 from retrieval.index import layout
+from retrieval.index.checksums import check, from_json, record, to_json
+from retrieval.index.integrity import describe
 
 logger = logging.getLogger(__name__)
 
@@ -308,6 +310,7 @@ class VectorShard:
         with staging_dir(Path(path)) as tmp:
             self._index.save_index(str(layout.hnsw_file(tmp)))
             np.save(layout.labels_file(tmp), self._labels, allow_pickle=False)
+            files = [layout.hnsw_file(tmp).name, layout.labels_file(tmp).name]
             manifest = {
                 "format": FORMAT,
                 "format_version": FORMAT_VERSION,
@@ -321,6 +324,7 @@ class VectorShard:
                 "params": {"m": self.m, "ef_construction": self.ef_construction, "ef": self.ef},
                 "saved_at": time.time(),
                 "meta": self.meta,
+                "files": to_json(record(tmp, files)),
             }
             layout.manifest_file(tmp).write_text(json.dumps(manifest, indent=2))
 
@@ -340,16 +344,25 @@ class VectorShard:
                 raise ManifestError(f"{manifest_path} has an unknown format; run `trawl embed` again.")
             dim, stored_model = int(raw["dim"]), str(raw["model_id"])
             params = raw["params"]
+            sums = from_json(raw.get("files"))
         except (json.JSONDecodeError, KeyError, TypeError, ValueError) as exc:
             raise ManifestError(f"{manifest_path} is not a valid vector manifest: {exc}") from exc
+        # Every byte, before hnswlib reads any: it trusts the file, and garbage in it ends in
+        # "Label not found" at best and a segfault at worst (an index saved before
+        # checksums has no record and loads as it is).
+        if damage := check(path, sums, content=True, part="vectors"):
+            raise IndexDamaged(f"The vector index at {path} is damaged: {describe(damage)}", tuple(damage))
         if model_id is not None and model_id != stored_model:
             raise ManifestError(
                 f"{path} holds vectors of {stored_model}, not {model_id}; "
                 "run `trawl embed` to backfill the current model."
             )
-        labels = np.load(layout.labels_file(path), allow_pickle=False).astype(np.int64)
-        index = hnswlib.Index(space="ip", dim=dim)
-        index.load_index(str(layout.hnsw_file(path)), max_elements=int(raw["max_elements"]))
+        try:
+            labels = np.load(layout.labels_file(path), allow_pickle=False).astype(np.int64)
+            index = hnswlib.Index(space="ip", dim=dim)
+            index.load_index(str(layout.hnsw_file(path)), max_elements=int(raw["max_elements"]))
+        except (OSError, ValueError, RuntimeError) as exc:
+            raise IndexDamaged(f"The vector index at {path} cannot be loaded: {exc}") from exc
         for label in np.flatnonzero(labels == _DELETED).tolist():
             try:
                 index.mark_deleted(label)

@@ -26,6 +26,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
+from core.errors import IndexDamaged
 from core.types import DocId, Document
 from retrieval.index import layout
 from retrieval.vectors.hnsw import VectorShard, current_version
@@ -78,7 +79,11 @@ def update_shard_vectors(
         return VectorStep(0, 0, 0)
     version_path = layout.vector_root(gen_dir, shard) / version
     index_path = layout.vector_index_dir(version_path)
-    vectors = VectorShard.load(index_path)
+    try:
+        vectors = VectorShard.load(index_path)
+    except IndexDamaged as exc:  # never built upon; compaction builds it again from the store
+        logger.error("shard %d: vectors not updated, their index is damaged: %s", shard, exc)
+        return VectorStep(0, 0, 0)
     embedder = embedder_for(vectors.model_id)
     if embedder is None:
         logger.warning("shard %d: no embedder for %s; its vectors lag behind", shard, vectors.model_id)

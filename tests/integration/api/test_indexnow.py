@@ -104,7 +104,7 @@ def test_a_verified_key_queues_the_urls_at_top_priority(tmp_path: Path, index_di
                 "host": site,
                 "key": KEY,
                 "keyLocation": f"http://{site}/keys/mine.txt",
-                "urlList": new[:1],
+                "urlList": [f"http://{site}/keys/page.html"],
             },
         )
     assert (post.status_code, post.json()) == (200, {"queued": 3})
@@ -274,3 +274,130 @@ def test_scope_domain_takes_hosts_under_a_crawled_domain(tmp_path: Path) -> None
         assert not _crawled_here(db, "org", "domain")
     finally:
         db.close()
+
+
+@pytest.fixture
+def fresh_quotas(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Throttles and the verified-key cache of this test alone (every site here is 127.0.0.1)."""
+    from cachetools import TTLCache
+
+    from api.routes import indexnow
+
+    monkeypatch.setattr(indexnow, "_throttle", indexnow._Throttle(1000))
+    monkeypatch.setattr(indexnow, "_key_checks", indexnow._Throttle(1000))
+    monkeypatch.setattr(indexnow, "_verified", TTLCache(maxsize=100, ttl=60))
+
+
+def _serve(root: Path) -> http.server.ThreadingHTTPServer:
+    """A loopback site serving ``root``, plus ``/search?q=…``, a page that echoes its query
+    as Trawl's own search page does."""
+
+    class Echoing(http.server.SimpleHTTPRequestHandler):
+        def do_GET(self) -> None:  # noqa: N802 (the base class's name)
+            if self.path.startswith("/search?"):
+                body = f"<html><body>Results for {self.path.partition('=')[2]}</body></html>".encode()
+                self.send_response(200)
+                self.send_header("Content-Length", str(len(body)))
+                self.end_headers()
+                self.wfile.write(body)
+                return
+            super().do_GET()
+
+    server = http.server.ThreadingHTTPServer(
+        ("127.0.0.1", 0), functools.partial(Echoing, directory=str(root))
+    )
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    return server
+
+
+@pytest.mark.usefixtures("fresh_quotas")
+def test_a_forged_proof_of_ownership_is_refused(tmp_path: Path, index_dir: Path) -> None:
+    """The site names a host without a port; the forger points ``keyLocation`` at another
+    port of that host (Trawl's own search page echoes the key), at a page that merely
+    contains the key, or at a proper key file of another port. None of it proves the site."""
+    site_root, other_root = tmp_path / "site", tmp_path / "other"
+    for root in (site_root, other_root):
+        root.mkdir()
+    (site_root / "about.html").write_text(f"<html><body>Our IndexNow key is {KEY}.</body></html>")
+    (other_root / f"{KEY}.txt").write_text(KEY)  # a real key file, but of another port
+    site, other = _serve(site_root), _serve(other_root)
+    a, b = site.server_address[1], other.server_address[1]
+    crawl = tmp_path / "crawl"
+    _crawling(crawl, f"127.0.0.1:{a}")
+    url = f"http://127.0.0.1:{a}/new.html"
+    forgeries = {
+        "echo on another port": f"http://127.0.0.1:{b}/search?q={KEY}",
+        "key file on another port": f"http://127.0.0.1:{b}/{KEY}.txt",
+        "echo with a query": f"http://127.0.0.1:{a}/search?q={KEY}",
+        "page containing the key": f"http://127.0.0.1:{a}/about.html",
+    }
+    try:
+        with _client(index_dir, crawl) as client:
+            answers = {
+                name: client.post(
+                    "/indexnow",
+                    json={"host": "127.0.0.1", "key": KEY, "keyLocation": where, "urlList": [url]},
+                )
+                for name, where in forgeries.items()
+            }
+    finally:
+        site.shutdown()
+        other.shutdown()
+    for name, answer in answers.items():
+        expected = 403 if name == "page containing the key" else 422
+        assert answer.status_code == expected, (name, answer.text)
+    assert list(CrawlDb(CrawlDir(crawl).db).iter_urls()) == [f"http://127.0.0.1:{a}/"]  # nothing queued
+
+
+@pytest.mark.usefixtures("fresh_quotas")
+def test_a_closed_port_and_a_missing_key_file_answer_alike(
+    tmp_path: Path, index_dir: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """A refused connection and an HTTP 404 used to answer in different words: a port
+    scanner for anyone. Now both give one 403; the operator's log says which it was."""
+    import socket
+
+    (tmp_path / "site").mkdir()
+    open_site = _serve(tmp_path / "site")  # no key file: 404
+    closed = socket.socket()  # bound, never listening: connections are refused
+    closed.bind(("127.0.0.1", 0))
+    ports = {"open": open_site.server_address[1], "closed": closed.getsockname()[1]}
+    crawl = tmp_path / "crawl"
+    for port in ports.values():
+        _crawling(crawl, f"127.0.0.1:{port}")
+    try:
+        with _client(index_dir, crawl) as client, caplog.at_level("WARNING", "api.routes.indexnow"):
+            answers = {
+                name: client.get("/indexnow", params={"url": f"http://127.0.0.1:{port}/x.html", "key": KEY})
+                for name, port in ports.items()
+            }
+    finally:
+        open_site.shutdown()
+        closed.close()
+    seen = {
+        name: (a.status_code, a.json()["error"], a.json()["detail"].replace(str(ports[name]), "PORT"))
+        for name, a in answers.items()
+    }
+    assert seen["open"] == seen["closed"]
+    assert seen["open"][:2] == (403, "key_not_valid")
+    assert "answered HTTP 404" in caplog.text and "could not be fetched" in caplog.text
+
+
+@pytest.mark.usefixtures("fresh_quotas")
+def test_a_host_without_a_port_proves_each_origin_at_its_root(tmp_path: Path, index_dir: Path) -> None:
+    """``host`` without a port: the key file is looked for on the URLs' own origin."""
+    (tmp_path / "site").mkdir()
+    (tmp_path / "site" / f"{KEY}.txt").write_text(f"\ufeff{KEY}\r\n")  # a BOM and CRLF are fine
+    site = _serve(tmp_path / "site")
+    port = site.server_address[1]
+    crawl = tmp_path / "crawl"
+    _crawling(crawl, f"127.0.0.1:{port}")
+    try:
+        with _client(index_dir, crawl) as client:
+            r = client.post(
+                "/indexnow",
+                json={"host": "127.0.0.1", "key": KEY, "urlList": [f"http://127.0.0.1:{port}/fresh.html"]},
+            )
+    finally:
+        site.shutdown()
+    assert (r.status_code, r.json()) == (200, {"queued": 1})

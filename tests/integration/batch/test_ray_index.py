@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import itertools
+import json
 from functools import partial
 from pathlib import Path
 from types import ModuleType
@@ -14,6 +15,7 @@ from core.settings import SearchSettings
 from core.types import Document
 from retrieval.batch.ray_jobs import ray_build_generation, ray_build_index
 from retrieval.index.build import build_index
+from retrieval.index.integrity import check_generation, is_checksummed
 from retrieval.index.root import IndexRoot
 from retrieval.query.request import SearchRequest
 from retrieval.query.service import SearchService
@@ -38,6 +40,10 @@ def test_ray_shards_rank_like_local_shards(tmp_path: Path, eval_dir: Path, ray_l
         assert [h.score for h in b.hits] == pytest.approx([h.score for h in a.hits], rel=1e-6)
     vocabulary = (tmp_path / "local" / "vocabulary.tsv").read_text().splitlines()[1:]
     assert (tmp_path / "ray" / "vocabulary.tsv").read_text().splitlines()[1:] == vocabulary
+    # Each shard task records its files as it commits them: the generation verifies in full.
+    assert is_checksummed(tmp_path / "ray") and check_generation(tmp_path / "ray", content=True) == []
+    recorded = json.loads((tmp_path / "ray" / "shard-0001" / "lexical" / "trawl-lexical.json").read_text())
+    assert "trawl-forward/pagerank.npy" in recorded["files"]
 
 
 def failing_source(docs: list[Document]) -> list[Document]:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+import json
 import random
 from pathlib import Path
 
@@ -14,7 +15,7 @@ from rerank.features import SCHEMA, FeatureContext, compute_features
 from retrieval.index.build import build_index
 from retrieval.index.forward import BODY_CHARS, ForwardIndex
 from retrieval.index.forward_features import SHARD_COLUMNS, ShardFeatures, shard_features
-from retrieval.index.layout import forward_dir, lexical_dir
+from retrieval.index.layout import forward_dir, lexical_dir, lexical_manifest
 from retrieval.index.lexical import LexicalShard
 from retrieval.index.lexical_writer import write_forward_index
 from retrieval.query.hybrid import shard_candidates
@@ -88,6 +89,11 @@ def test_backfilled_forward_index_equals_the_built_one(shard: LexicalShard, tmp_
     copy = tmp_path / "lexical"
     shutil.copytree(shard.path, copy)
     shutil.rmtree(forward_dir(copy))
+    # As an index built before the forward index existed: without checksums either (a
+    # checksummed shard missing its forward files is damaged, and refused).
+    manifest = json.loads(lexical_manifest(copy).read_text())
+    del manifest["files"]
+    lexical_manifest(copy).write_text(json.dumps(manifest))
     assert LexicalShard(copy).forward is None
     assert write_forward_index(copy) == shard.num_docs
     rebuilt = ForwardIndex(forward_dir(copy))
