@@ -1,18 +1,18 @@
 """``TrawlError``'s tree and the API's HTTP status for each (a subclass: its nearest listed ancestor's)::
 
-    ├─ ConfigError → 400 bad_request ── CrawlDataMissing → 404 not_enabled
-    ├─ CrawlError ── FetchError(url, reason) · RobotsDenied · OutOfScope · TooLarge
-    ├─ QueryError → 400 bad_query ── BadParameter → 400 bad_parameter · BadClick → 400 bad_click
-    │    · DocumentNotFound → 404 not_found · UnknownGeneration → 404 unknown_generation
-    │    · NothingToRollBack → 409 nothing_to_roll_back · UnknownImpression → 404 unknown_impression
-    ├─ AdminDenied ── AdminKeyRejected → 401 unauthorized · AdminDisabled → 403 forbidden
-    ├─ BodyTooLarge → 413 too_large (middleware) · ExperimentsDisabled → 503 experiments_unavailable
-    ├─ IndexStateError → 503 index_unavailable ── ManifestError · ShardUnavailable · DamagedFile
-    │    · IndexDamaged → 409 index_damaged (a publish refusing a generation with a damaged file)
-    ├─ DirectoryBusy → 409 directory_busy: another writer holds the index root or crawl directory
-    ├─ PushRejected ── PushKeyRejected → 403 key_not_valid · PushUrlsRejected → 422 urls_not_of_host
-    │    · PushHostNotCrawled → 422 host_not_crawled · PushThrottled → 429 too_many_requests
-    └─ ModelError ── ModelLoadError(path, reason)
+├─ ConfigError → 400 bad_request ── CrawlDataMissing → 404 not_enabled
+├─ CrawlError ── FetchError(url, reason) · RobotsDenied · OutOfScope · TooLarge
+├─ QueryError → 400 bad_query ── BadParameter → 400 bad_parameter · BadClick → 400 bad_click
+│    · DocumentNotFound → 404 not_found · UnknownGeneration → 404 unknown_generation
+│    · NothingToRollBack → 409 nothing_to_roll_back · UnknownImpression → 404 unknown_impression
+├─ AdminDenied ── AdminKeyRejected → 401 unauthorized · AdminDisabled → 403 forbidden
+├─ BodyTooLarge → 413 too_large (middleware) · ExperimentsDisabled → 503 experiments_unavailable
+├─ IndexStateError → 503 index_unavailable ── ManifestError · ShardUnavailable · DamagedFile
+│    · IndexDamaged → 409 index_damaged (a publish refusing a generation with a damaged file)
+├─ DirectoryBusy → 409 directory_busy: another writer holds the index root or crawl directory
+├─ PushRejected ── PushKeyRejected → 403 key_not_valid · PushUrlsRejected → 422 urls_not_of_host
+│    · PushHostNotCrawled → 422 host_not_crawled · PushThrottled → 429 too_many_requests
+└─ ModelError ── ModelLoadError(path, reason)
 """
 
 from __future__ import annotations

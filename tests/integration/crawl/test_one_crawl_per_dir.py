@@ -50,12 +50,19 @@ class GatedSite:
         return HTMLResponse(html_page("Page 0", prose(10)))
 
 
+_STARTED: list[subprocess.Popen[str]] = []
+
+
 @pytest.fixture
 def web() -> Iterator[tuple[GatedSite, HostServer]]:
     gated = GatedSite()
     server = HostServer(gated.site, "127.0.0.45").start()
     yield gated, server
     gated.gate.set()
+    for proc in _STARTED:  # a failed test leaves no crawl running
+        proc.kill()
+        proc.wait()
+    _STARTED.clear()
     server.stop()
 
 
@@ -75,7 +82,9 @@ def _env(**extra: str) -> dict[str, str]:
 
 def _crawl(server: HostServer, data: Path, *extra: str) -> subprocess.Popen[str]:
     argv = [_TRAWL, "crawl", server.url("/"), "--data", str(data), "--no-progress", "--json", *extra]
-    return subprocess.Popen(argv, env=_env(), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    proc = subprocess.Popen(argv, env=_env(), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    _STARTED.append(proc)
+    return proc
 
 
 def _wait_until_asked(gated: GatedSite, proc: subprocess.Popen[str]) -> None:
