@@ -14,7 +14,7 @@ import os
 from pathlib import Path
 from typing import Any, Literal
 
-from pydantic import BaseModel, Field, SecretStr
+from pydantic import AliasChoices, BaseModel, Field, SecretStr
 from pydantic_settings import (
     BaseSettings,
     PydanticBaseSettingsSource,
@@ -56,7 +56,12 @@ class SearchSettings(BaseModel):
     hedge: bool = True
     cache_entries: int = Field(4096, ge=0)
     cache_ttl_s: float = Field(60.0, ge=0)
-    keep_generations: int = Field(3, ge=1)
+    open_generations: int = Field(
+        3, ge=1, validation_alias=AliasChoices("open_generations", "keep_generations")
+    )
+    """Generations a serving process keeps open (the serving one and those live cursors name;
+    ``keep_generations``, this setting's name before ``index.keep_generations`` existed, still
+    works for one release)."""
     verify_interval_s: float = Field(10.0, ge=0)
     """How often a serving process checks its generation's files in the background: a
     ``stat`` each, content read again only where size or time changed (and once a day);

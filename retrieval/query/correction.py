@@ -23,7 +23,7 @@ class SpellingCorrector:
     def __init__(self, settings: SearchSettings, parser: QueryParser) -> None:
         self.parser = parser
         self.spellers = SpellerCache(
-            keep=settings.keep_generations + 1,
+            keep=settings.open_generations + 1,
             known_df=settings.spell_known_df,
             max_distance=settings.spell_max_distance,
         )

@@ -88,7 +88,7 @@ class SearchService:
             if holder:
                 holder[0].warm(generation)
 
-        generations = GenerationSet(index, opener, keep=settings.keep_generations, warm=warm)
+        generations = GenerationSet(index, opener, keep=settings.open_generations, warm=warm)
         service = cls(generations, settings, encoder=encoder, encoder_model=encoder_model, stages=stages)
         holder.append(service)
         return service

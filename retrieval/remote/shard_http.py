@@ -185,7 +185,7 @@ class _ShardHolder:
 
     A broker pins every call to the generation its answer is for (a cursor made on the
     previous generation keeps paging through it after a publish): the shard serves that
-    generation while it is on disk, keeping at most ``keep_generations`` older ones open.
+    generation while it is on disk, keeping at most ``open_generations`` older ones open.
     """
 
     def __init__(self, index: Path, shard: int, settings: SearchSettings) -> None:
@@ -231,7 +231,7 @@ class _ShardHolder:
     def _keep_older(self, generation: str, local: LocalShard | FailedShard) -> None:
         self._older[generation] = local
         self._older.move_to_end(generation)
-        while len(self._older) > max(self.settings.keep_generations - 1, 0):
+        while len(self._older) > max(self.settings.open_generations - 1, 0):
             self._older.popitem(last=False)
 
     def _stale(self) -> bool:

@@ -189,7 +189,7 @@ def test_cursor_over_remote_shards_reads_the_generation_it_was_made_on(tmp_path:
 
 
 def test_a_publish_during_a_search_does_not_fail_it(tmp_path: Path) -> None:
-    """``GenerationSet.refresh`` closes the generations it drops (``keep_generations``) at
+    """``GenerationSet.refresh`` closes the generations it drops (``open_generations``) at
     once, though searches that picked them up are still running: their next fan-out hits a
     shut-down thread pool and a RuntimeError escapes (a 500 through the API)."""
     from core.errors import TrawlError
@@ -198,7 +198,7 @@ def test_a_publish_during_a_search_does_not_fail_it(tmp_path: Path) -> None:
     root = IndexRoot(tmp_path / "index")
     root.publish(root.build(SMALL_WEB, shards=2))
     service = SearchService.open(
-        root.root, SearchSettings(use_vectors=False, spelling=False, keep_generations=1)
+        root.root, SearchSettings(use_vectors=False, spelling=False, open_generations=1)
     )
     try:
         real = service.rankers.query_vector
