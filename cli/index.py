@@ -66,8 +66,9 @@ def index_command(
     started = time.perf_counter()
     root = IndexRoot(index)
     # One writer at a time, from the build to the publish: a second build (or a `trawl run`
-    # compaction) is refused with the holder's name instead of breaking this one.
-    with root.writing(wait_s=0), job.session():
+    # compaction) is refused with the holder's name instead of breaking this one. The engine
+    # connects first, so an unreachable cluster leaves nothing on disk.
+    with job.session(), root.writing(wait_s=0):
         if beir is not None:
             source = partial(beir_documents, beir)
             source_name = f"beir:{beir}"
