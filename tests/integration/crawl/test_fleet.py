@@ -141,7 +141,10 @@ def test_three_workers_share_politeness_and_fetch_every_page_once(
     folders = [p for p in CrawlDir(data).docs.iterdir() if p.is_dir()]
     assert len(folders) >= 2  # the work was shared, each worker in its own folder
     status = crawl_status(data, pg_dsn)
-    assert (status["backend"], status["workers_alive"], status["backlog"]) == ("postgresql", 3, 0)
+    # Every worker reported itself (how many still count as alive depends on how long ago the
+    # first one finished, which a loaded machine stretches past the 30 s heartbeat window).
+    assert (status["backend"], len(status["workers"]), status["backlog"]) == ("postgresql", 3, 0)
+    assert {w["worker"] for w in status["workers"]} == {"w0", "w1", "w2"}
 
 
 @pytest.mark.timeout(400)
