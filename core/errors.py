@@ -9,7 +9,7 @@
 ├─ BodyTooLarge → 413 too_large (middleware) · ExperimentsDisabled → 503 experiments_unavailable
 ├─ IndexStateError → 503 index_unavailable ── ManifestError · ShardUnavailable · DamagedFile
 │    · IndexDamaged → 409 index_damaged (a publish refusing a generation with a damaged file)
-├─ DirectoryBusy → 409 directory_busy: another writer holds the index root or crawl directory
+├─ DirectoryBusy → 409 directory_busy · StorageError → 503 storage_unavailable: DiskFull, DatabaseUnavailable
 ├─ PushRejected ── PushKeyRejected → 403 key_not_valid · PushUrlsRejected → 422 urls_not_of_host
 │    · PushHostNotCrawled → 422 host_not_crawled · PushThrottled → 429 too_many_requests
 └─ ModelError ── ModelLoadError(path, reason)
@@ -209,8 +209,9 @@ class ModelLoadError(ModelError):
 class StorageError(TrawlError):
     """Storage Trawl writes to failed in a way only the operator can fix: space, a database gone.
 
-    Commands say it in one line and exit 1 (``DiskFull``, ``DatabaseUnavailable``); off the
-    tree above, since no API route answers with it."""
+    Commands say it in one line and exit 1 (``DiskFull``, ``DatabaseUnavailable``); a route
+    that meets it (a seed or an IndexNow push written to a full disk) answers 503: the
+    request was fine, the service cannot take it until the operator acts."""
 
     exit_status = 1
 

@@ -11,7 +11,7 @@ from fastapi import FastAPI
 
 import core.errors
 from api.errors import HTTP_ERRORS, register_error_handlers
-from core.errors import ManifestError, ShardUnavailable, TrawlError
+from core.errors import DatabaseUnavailable, DiskFull, ManifestError, ShardUnavailable, TrawlError
 from tests.conftest import ServerThread
 
 ROW = re.compile(r"(\w+)\s+→ (\d{3}) (\w+)")
@@ -19,6 +19,10 @@ RAISED: dict[str, type[TrawlError]] = {
     cls.__name__: cls
     for cls in vars(core.errors).values()
     if isinstance(cls, type) and issubclass(cls, TrawlError)
+}
+STORAGE: dict[str, TrawlError] = {
+    "DiskFull": DiskFull("/srv/trawl/crawl", 3 * 2**20),
+    "DatabaseUnavailable": DatabaseUnavailable("PostgreSQL unreachable for over 180 s (crawl.db_outage_s)"),
 }
 
 
@@ -29,6 +33,10 @@ def _app() -> FastAPI:
     @app.get("/raise/{name}")
     def raise_it(name: str) -> None:
         raise RAISED[name](f"raised {name}")
+
+    @app.get("/storage/{name}")
+    def storage_fails(name: str) -> None:
+        raise STORAGE[name]  # built as the crawl builds them (DiskFull takes a path, free bytes)
 
     return app
 
@@ -58,3 +66,15 @@ def test_each_mapped_error_answers_its_status(
 def test_index_state_errors_are_503(client: httpx.Client, error: type[TrawlError]) -> None:
     r = client.get(f"/raise/{error.__name__}")
     assert (r.status_code, r.json()["error"]) == (503, "index_unavailable")
+
+
+@pytest.mark.parametrize("name", sorted(STORAGE))
+def test_storage_errors_are_503_with_their_own_words(client: httpx.Client, name: str) -> None:
+    """A full disk or a database gone answered 500 "internal_error" when one reached a route
+    (a seed or an IndexNow push written to the crawl's directory): the request was fine."""
+    r = client.get(f"/storage/{name}")
+    assert (r.status_code, r.json()) == (
+        503,
+        {"error": "storage_unavailable", "detail": str(STORAGE[name])},
+    )
+    assert name != "DiskFull" or r.json()["detail"].startswith("disk full: /srv/trawl/crawl (3.0 MB free)")
