@@ -207,12 +207,13 @@ def _two_builds(corpora: Corpora) -> Drill:
         beir = str(corpora.large)
         first = trawl_started("index", "--beir", beir, "--index", str(index), **NO_VECTORS)
         try:
-            lock = layout.lock_file(index)
-            holds = f'"pid": {first.pid}'
-            wait_for(
-                lambda: first.poll() is not None or (lock.exists() and holds in lock.read_text()),
-                "the first build to take the root",
-            )
+            lock, holds = layout.lock_file(index), f'"pid": {first.pid}'
+
+            def building() -> bool:  # holding the root's lock, or (without one) staging its files
+                held = lock.exists() and holds in lock.read_text()
+                return held or any((index / "generations").glob(".*"))
+
+            wait_for(lambda: first.poll() is not None or building(), "the first build to start")
             second = trawl("index", "--beir", beir, "--index", str(index), settings=NO_VECTORS)
             overlapped = first.poll() is None
             _, first_err = first.communicate(timeout=900)
