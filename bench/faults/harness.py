@@ -93,15 +93,12 @@ def trawl(
     )
 
 
-def trawl_started(*args: str, **extra: str) -> subprocess.Popen[str]:
-    return subprocess.Popen(
-        trawl_argv(*args),
-        cwd=REPO,
-        env=env(**extra),
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-    )
+def trawl_started(*args: str, log: Path, **extra: str) -> subprocess.Popen[str]:
+    """``trawl ARGS`` left running, its output in ``log`` (a pipe nobody reads could stall it)."""
+    with log.open("w") as out:
+        return subprocess.Popen(
+            trawl_argv(*args), cwd=REPO, env=env(**extra), stdout=out, stderr=subprocess.STDOUT, text=True
+        )
 
 
 def last_line(text: str) -> str:

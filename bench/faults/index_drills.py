@@ -205,7 +205,8 @@ def _two_builds(corpora: Corpora) -> Drill:
     def run(folder: Path) -> Outcome:
         index = folder / "index"
         beir = str(corpora.large)
-        first = trawl_started("index", "--beir", beir, "--index", str(index), **NO_VECTORS)
+        log = folder / "first-build.log"
+        first = trawl_started("index", "--beir", beir, "--index", str(index), log=log, **NO_VECTORS)
         try:
             lock, holds = layout.lock_file(index), f'"pid": {first.pid}'
 
@@ -216,9 +217,10 @@ def _two_builds(corpora: Corpora) -> Drill:
             wait_for(lambda: first.poll() is not None or building(), "the first build to start")
             second = trawl("index", "--beir", beir, "--index", str(index), settings=NO_VECTORS)
             overlapped = first.poll() is None
-            _, first_err = first.communicate(timeout=900)
+            first.wait(timeout=900)
         finally:
             stop(first)
+        first_err = log.read_text()
         refused = (
             second.returncode == 2
             and f"in use by pid {first.pid}" in second.stderr

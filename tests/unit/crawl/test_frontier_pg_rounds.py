@@ -239,7 +239,9 @@ def test_callers_left_without_a_host_do_not_each_run_a_round(
         holder = await _held_by_another_worker(holder_db, "a")
         idle = _worker(db, "idle")
         callers = [asyncio.ensure_future(idle.lease()) for _ in range(2)]
-        await _until(lambda: bool(db.rounds))
+        # The round is recorded from the database thread before the pump reads its answer:
+        # wait until the pump knows it found no host, as a caller arriving later would see it.
+        await _until(lambda: bool(db.rounds) and idle._no_hosts)
         assert all(got == 0 for _, got, _ in db.rounds)
         asked = len(db.rounds)
         callers += [asyncio.ensure_future(idle.lease()) for _ in range(3)]
