@@ -23,6 +23,13 @@ REPO = Path(__file__).resolve().parents[3]
 RAY = str(Path(sys.executable).with_name("ray"))
 
 
+_WORKER_PORTS = 40
+RAY_ENV = {"HF_HUB_OFFLINE": "1", "RAY_USAGE_STATS_ENABLED": "0", "RAY_AUTH_MODE": "disabled"}
+"""Token authentication off, said outright: a local ``ray.init`` earlier in the suite saves
+``~/.ray/auth_token``, after which ``ray start`` turns tokens on by itself and the second
+node (and the driver) failed to connect with ``InvalidAuthToken`` (seen in CI)."""
+
+
 def free_ports(count: int) -> list[int]:
     sockets = [socket.socket() for _ in range(count)]
     for s in sockets:
@@ -33,46 +40,80 @@ def free_ports(count: int) -> list[int]:
     return ports
 
 
+def cluster_ports() -> list[int]:
+    """A head port and eight ports for each node, none inside either node's worker range:
+    ``ray start`` refuses a node port that its own worker range covers (a CI run drew
+    a node-manager port 38 above the minimum worker port)."""
+    for _ in range(100):
+        ports = free_ports(17)
+        ranges = [range(p, p + _WORKER_PORTS + 1) for p in (ports[3], ports[11])]
+        others = [p for i, p in enumerate(ports) if i not in (3, 11)]
+        if not any(p in r for r in ranges for p in others) and not set(ranges[0]) & set(ranges[1]):
+            return ports
+    raise AssertionError("no 17 free ports apart from two worker ranges")
+
+
 def node_args(ports: list[int]) -> list[str]:
     manager, store, minw, maxw, metrics, agent_grpc, agent_http, runtime_env = ports
     return [
         "--num-cpus", "1", "--object-store-memory", str(100 * 1024 * 1024), "--disable-usage-stats",
         "--node-manager-port", str(manager), "--object-manager-port", str(store),
-        "--min-worker-port", str(minw), "--max-worker-port", str(minw + 40),
+        "--min-worker-port", str(minw), "--max-worker-port", str(minw + _WORKER_PORTS),
         "--metrics-export-port", str(metrics), "--dashboard-agent-grpc-port", str(agent_grpc),
         "--dashboard-agent-listen-port", str(agent_http), "--runtime-env-agent-port", str(runtime_env),
     ]  # fmt: skip
 
 
+def ray_start(args: list[str], env: dict[str, str]) -> None:
+    run = subprocess.run([RAY, "start", *args], env=env, capture_output=True, text=True, timeout=180)
+    assert run.returncode == 0, f"ray start {' '.join(args)}:\n{run.stdout[-2000:]}\n{run.stderr[-2000:]}"
+
+
 def ray_pids(temp_dir: Path) -> set[int]:
-    """Processes of this cluster: every one whose command line names its temp dir or session."""
+    """Processes of this cluster: every one whose command line names its temp dir, or that
+    holds a file open under it (Ray's agents rename themselves, ``ray::DashboardAgent``, and
+    were left running when only command lines were read; they keep their logs open)."""
     pids = set()
     for entry in Path("/proc").iterdir():
         if entry.name.isdigit():
             try:
-                if str(temp_dir).encode() in (entry / "cmdline").read_bytes():
+                if str(temp_dir).encode() in (entry / "cmdline").read_bytes() or _holds_file_under(
+                    entry, temp_dir
+                ):
                     pids.add(int(entry.name))
             except OSError:
                 continue
     return pids
 
 
+def _holds_file_under(proc: Path, folder: Path) -> bool:
+    for fd in (proc / "fd").iterdir():
+        try:
+            if os.readlink(fd).startswith(f"{folder}/"):
+                return True
+        except OSError:
+            continue
+    return False
+
+
 @pytest.fixture
 def cluster(tmp_path: Path) -> Iterator[str]:
     temp_dir = Path("/tmp") / f"trawl-ray-{os.getpid()}"
-    head_port, *ports = free_ports(17)
-    env = {**os.environ, "HF_HUB_OFFLINE": "1", "RAY_USAGE_STATS_ENABLED": "0"}
+    head_port, *ports = cluster_ports()
+    env = {**os.environ, **RAY_ENV}
     address = f"127.0.0.1:{head_port}"
     try:
-        subprocess.run(
-            [RAY, "start", "--head", "--port", str(head_port), "--node-ip-address", "127.0.0.1",
-             "--temp-dir", str(temp_dir), "--include-dashboard", "false", *node_args(ports[:8])],
-            check=True, env=env, capture_output=True, timeout=180,
-        )  # fmt: skip
-        subprocess.run(
-            [RAY, "start", "--address", address, "--node-ip-address", "127.0.0.1", *node_args(ports[8:16])],
-            check=True, env=env, capture_output=True, timeout=180,
-        )  # fmt: skip
+        head = [
+            "--head",
+            "--port",
+            str(head_port),
+            "--temp-dir",
+            str(temp_dir),
+            "--include-dashboard",
+            "false",
+        ]
+        ray_start([*head, "--node-ip-address", "127.0.0.1", *node_args(ports[:8])], env)
+        ray_start(["--address", address, "--node-ip-address", "127.0.0.1", *node_args(ports[8:16])], env)
         yield address
     finally:
         for pid in ray_pids(temp_dir):
@@ -116,7 +157,7 @@ DRIVER = textwrap.dedent(
 def test_tasks_run_on_both_nodes(cluster: str, tmp_path: Path, eval_dir: Path) -> None:
     run = subprocess.run(
         [sys.executable, "-c", DRIVER, cluster, str(eval_dir / "cranfield"), str(tmp_path / "index")],
-        cwd=REPO, env={**os.environ, "HF_HUB_OFFLINE": "1"}, capture_output=True, text=True, timeout=240,
+        cwd=REPO, env={**os.environ, **RAY_ENV}, capture_output=True, text=True, timeout=240,
     )  # fmt: skip
     assert run.returncode == 0, run.stderr[-3000:]
     result = json.loads(run.stdout.strip().splitlines()[-1])

@@ -8,11 +8,13 @@ hosts once its leases expire, ending with the documents a one-process crawl find
 
 from __future__ import annotations
 
+import asyncio
 import json
 import os
 import signal
 import subprocess
 import sys
+import threading
 import time
 from collections import Counter
 from collections.abc import Iterator
@@ -203,27 +205,54 @@ def _near_text(host: int) -> str:
     return " ".join(words)
 
 
-def _slow_page(site: Site, path: str, html: str) -> None:
-    """A page that takes a moment, so the crawl lasts until every worker has started and holds hosts."""
+def _slow_page(site: Site, path: str, html: str, gate: threading.Event) -> None:
+    """A page that waits for the gate (the test opens it once every worker has reported to the
+    fleet: a worker that started late on a loaded machine would find the crawl over), then
+    takes a moment, so the crawl lasts while every worker holds hosts."""
 
     async def slow(request: object) -> object:
         from starlette.responses import HTMLResponse
 
+        while not gate.is_set():
+            await asyncio.sleep(0.05)
         return await sleep_then(0.4, HTMLResponse(html))
 
     site.handler(path)(slow)  # type: ignore[arg-type]
 
 
+_GATE = threading.Event()
+
+
 @pytest.fixture
 def copies_web() -> Iterator[list[HostServer]]:
+    _GATE.clear()
     servers = [HostServer(Site(), f"127.0.0.{12 + i}") for i in range(4)]
     for i, server in enumerate(servers):
         links = [("/own", "own"), ("/copy", "copy"), ("/near", "near")]
-        _slow_page(server.site, "/", html_page(f"Home {i}", prose(700 + i), links=links))
-        _slow_page(server.site, "/own", html_page(f"Own {i}", prose(800 + i)))
-        _slow_page(server.site, "/copy", html_page("The same page everywhere", _COPY))
-        _slow_page(server.site, "/near", html_page("Nearly the same page", _near_text(i)))
+        _slow_page(server.site, "/", html_page(f"Home {i}", prose(700 + i), links=links), _GATE)
+        _slow_page(server.site, "/own", html_page(f"Own {i}", prose(800 + i)), _GATE)
+        _slow_page(server.site, "/copy", html_page("The same page everywhere", _COPY), _GATE)
+        _slow_page(server.site, "/near", html_page("Nearly the same page", _near_text(i)), _GATE)
     yield from _running(servers)
+
+
+def _open_gate_when_reported(pg_dsn: str, workers: int, timeout_s: float = 180) -> None:
+    """Open the pages once ``workers`` workers have a row in the fleet's ``workers`` table."""
+    import psycopg
+
+    deadline = time.monotonic() + timeout_s
+    with psycopg.connect(pg_dsn, autocommit=True) as conn:
+        while True:
+            try:
+                row = conn.execute("SELECT count(*) FROM workers").fetchone()
+                reported = int(row[0]) if row else 0
+            except psycopg.errors.UndefinedTable:
+                reported = 0
+            if reported >= workers:
+                break
+            assert time.monotonic() < deadline, f"only {reported} of {workers} workers reported"
+            time.sleep(0.1)
+    _GATE.set()
 
 
 @pytest.mark.timeout(400)
@@ -244,6 +273,7 @@ def test_copies_fetched_by_different_workers_are_indexed_once(
     assert max(hamming(a[1], b[1]) for a in near for b in near) <= 3  # the fixture is what it says
     data = tmp_path / "copies"
     workers = [_worker(copies_web, data, pg_dsn, f"c{i}") for i in range(3)]
+    _open_gate_when_reported(pg_dsn, 3)
     _wait(workers)
     docs = _doc_urls(data)
     copies = {s.url("/copy") for s in copies_web}
