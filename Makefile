@@ -32,15 +32,21 @@ system-deps: ## Debian packages: python3.11-doc (the demo site) and chromium (br
 demo: setup system-deps ## Crawl the Python docs on loopback, index, serve BM25 then hybrid (ARGS="--no-embed --port 8001")
 	$(BIN)/trawl demo $(ARGS)
 
-test: setup system-deps ## Run the test suite (without benchmarks)
-	$(BIN)/pytest -q --durations=15
+# One pytest worker per core (at most 4; each starts its own PostgreSQL cluster and Ray when a
+# test asks), each test file on one worker so its module fixtures (a built index) are made once.
+# TEST_WORKERS=0 runs serially.
+TEST_WORKERS ?= $(shell n=$$(nproc); echo $$(( n < 4 ? n : 4 )))
+PYTEST := $(BIN)/pytest -q --durations=15 -n $(TEST_WORKERS) --dist loadfile
+
+test: setup system-deps ## Run the test suite (without benchmarks), one worker per core
+	$(PYTEST)
 
 test-stress: setup system-deps ## The test suite while every core is kept busy by a background load
 	@set -e; load=""; \
 	for _ in $$(seq $$(nproc)); do ( while :; do :; done ) & load="$$load $$!"; done; \
 	trap 'kill $$load 2>/dev/null' EXIT; \
 	echo "background load on $$(nproc) cores (pids$$load)"; \
-	$(BIN)/pytest -q --durations=15
+	$(PYTEST)
 
 bench: setup ## Run the benchmarks in bench/ (not part of the tests)
 	$(BIN)/python bench/bench_search.py

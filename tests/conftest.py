@@ -7,9 +7,16 @@ import os
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
+import atexit
+import shutil
+import tempfile
+
 # Everything a test writes under Settings().data_dir (evaluation caches, experiment logs)
-# goes to a scratch directory, never into the checkout.
-os.environ.setdefault("TRAWL_DATA_DIR", __import__("tempfile").mkdtemp(prefix="trawl-test-data-"))
+# goes to a scratch directory (one per pytest worker), never into the checkout, and is
+# removed when the worker exits.
+if "TRAWL_DATA_DIR" not in os.environ:
+    os.environ["TRAWL_DATA_DIR"] = tempfile.mkdtemp(prefix="trawl-test-data-")
+    atexit.register(shutil.rmtree, os.environ["TRAWL_DATA_DIR"], ignore_errors=True)
 
 import socket
 import threading

@@ -193,37 +193,51 @@ class Generation:
         broker = Broker(shards, deadline_s=settings.deadline_s, hedge=settings.hedge)
         return cls(path, manifest, broker, vector_model, damage)
 
-    def take_out(self, found: Sequence[Damage]) -> list[Damage]:
+    def take_out(
+        self, found: Sequence[Damage], *, then: Callable[[list[Damage]], None] | None = None
+    ) -> list[Damage]:
         """Stop serving the parts of shards with damaged files (the vectors of a bad vector
-        file, the whole shard for any other); returns the damage not known before."""
-        new: list[Damage] = []
+        file, the whole shard for any other); returns the damage not known before.
+
+        ``then`` (clearing the response cache) runs before the damage shows in
+        :meth:`problems`: once ``/healthz`` says "degraded", no answer comes from the damaged
+        part or from a cached answer that used it."""
         with self._damage_lock:
             known = {d.path for d in self.damage}
+            new: list[Damage] = []
             for d in found:
                 if d.path not in known:
                     known.add(d.path)
                     new.append(d)
+            for d in new:
+                logger.error("generation %s: %s", self.id, d)
+                self._take_out_part(d)
+            if new and then is not None:
+                then(new)
             self.damage.extend(new)
-        for d in new:
-            logger.error("generation %s: %s", self.id, d)
-            if d.shard is None or d.shard >= len(self.broker.shards):
-                continue
-            for replica in self.broker.shards[d.shard]:
-                if d.part == "vectors" and callable(drop := getattr(replica, "drop_vectors", None)):
-                    drop()
-                elif d.part != "vectors" and callable(fail := getattr(replica, "fail", None)):
-                    fail(str(d))
         return new
+
+    def _take_out_part(self, d: Damage) -> None:
+        if d.shard is None or d.shard >= len(self.broker.shards):
+            return
+        for replica in self.broker.shards[d.shard]:
+            if d.part == "vectors" and callable(drop := getattr(replica, "drop_vectors", None)):
+                drop()
+            elif d.part != "vectors" and callable(fail := getattr(replica, "fail", None)):
+                fail(str(d))
 
     def problems(self) -> list[str]:
         """What this generation does not serve and why (``/healthz`` says "degraded")."""
-        out = [str(d) for d in self.damage]
-        named = {d.shard for d in self.damage if d.part != "vectors"}
-        for replicas in self.broker.shards:
-            for replica in replicas:
-                failed = getattr(replica, "failed", None)
-                if isinstance(failed, str) and replica.shard_id not in named:
-                    out.append(f"shard {replica.shard_id}: {failed}")
+        with self._damage_lock:  # a part being taken out shows once, with its file
+            damage = list(self.damage)
+            failed = [
+                (r.shard_id, getattr(r, "failed", None)) for replicas in self.broker.shards for r in replicas
+            ]
+        out = [str(d) for d in damage]
+        named = {d.shard for d in damage if d.part != "vectors"}
+        out += [
+            f"shard {shard}: {why}" for shard, why in failed if isinstance(why, str) and shard not in named
+        ]
         return out
 
     def close(self) -> None:

@@ -92,9 +92,10 @@ class FileWatch:
             if self.generations.current is not generation:
                 self._wake.set()
                 return []
-            new = generation.take_out(damage)
-        if new and self.on_damage is not None:
-            self.on_damage(generation, new)
+            on_damage = self.on_damage
+            new = generation.take_out(
+                damage, then=None if on_damage is None else lambda found: on_damage(generation, found)
+            )
         with self._done:
             self.checks += 1
             self._done.notify_all()

@@ -19,7 +19,7 @@ from training.ray_training import ray_collection_frame
 pytestmark = pytest.mark.slow  # frame workers load the encoder and a small index with vectors
 
 
-def cranfield_slice(eval_dir: Path, out: Path, queries: int = 12, docs: int = 250) -> Path:
+def cranfield_slice(eval_dir: Path, out: Path, queries: int = 8, docs: int = 120) -> Path:
     """The first ``queries`` judged Cranfield queries over their judged documents plus the first
     ``docs`` of the corpus, as a BEIR collection: small enough for a fresh clone to index and
     embed on a loaded machine, with every candidate a query can have judged or not."""
@@ -45,7 +45,7 @@ def test_ray_frame_is_the_local_frame(eval_dir: Path, ray_local: ModuleType, tmp
     queries = parse_queries(BeirDataset.open(collection).judged_queries())
     settings = Settings(data_dir=tmp_path / "data")
     path, frame = ray_collection_frame(
-        collection, settings, queries=queries, depth=20, actors=2, queries_per_task=3
+        collection, settings, queries=queries, depth=20, actors=2, queries_per_task=2
     )
     try:
         assert frame.height > 0 and frame["qid"].unique(maintain_order=True).to_list() == list(queries)
