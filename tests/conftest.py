@@ -7,6 +7,10 @@ import os
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
+# Ray starts its workers at nice 15 so its drivers stay responsive; beside other busy
+# processes (`make test-stress`, a second pytest worker) that starved the Ray tests for
+# minutes (a backfill test past its 300 s). Tests run Ray's workers at the suite's priority.
+os.environ.setdefault("RAY_worker_niceness", "0")
 import atexit
 import shutil
 import tempfile

@@ -21,7 +21,8 @@ from retrieval.vectors.embed import Embedder
 from retrieval.vectors.store import VectorStore
 from tests.integration.retrieval.test_backfill import make_docs, own_passage_hashes
 
-pytestmark = pytest.mark.slow  # encoder actors load the model: seconds each on a busy machine
+# Encoder actors load the model: seconds each on a busy machine, minutes under `make test-stress`.
+pytestmark = [pytest.mark.slow, pytest.mark.timeout(900)]
 
 
 @pytest.fixture(scope="module")

@@ -13,6 +13,7 @@ from tests.fixtures.cli import run_trawl
 
 
 @pytest.mark.slow
+@pytest.mark.timeout(900)  # embeds all of CISI and trains three folds: 80 s quiet, 170 s under load
 def test_train_then_evaluate_a_saved_model(eval_dir: Path, tmp_path: Path) -> None:
     out = tmp_path / "cisi-ltr"
     proc = run_trawl(
