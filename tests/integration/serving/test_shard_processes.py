@@ -170,7 +170,7 @@ def test_hung_shard_leaves_partial_answers_on_time(index_root: Path, shard_procs
     """A SIGSTOPped shard (a hang, not a refusal) holds its own call threads only: a burst
     of concurrent queries gets the healthy shard's results, each within a few deadlines (a
     hang that held them would last until the shard is resumed)."""
-    deadline_s = 0.8
+    deadline_s = 2.5  # the healthy shard answers within it even beside a busy load (0.8 s did not)
     remote = remote_service(index_root, f"{shard_procs[0].url},{shard_procs[1].url}", deadline_s=deadline_s)
 
     def timed(q: str) -> tuple[float, Any]:
