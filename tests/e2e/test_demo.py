@@ -146,6 +146,14 @@ def children_of(pid: int) -> list[int]:
     return found
 
 
+def cmdline(pid: int) -> str:
+    """A process's command line, or "" once it has exited (it can between listing and reading)."""
+    try:
+        return Path(f"/proc/{pid}/cmdline").read_text(errors="replace")
+    except OSError:
+        return ""
+
+
 def alive(pid: int) -> bool:
     try:
         state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
@@ -160,7 +168,7 @@ def test_a_killed_demo_takes_its_background_backfill_with_it(tmp_path: Path) -> 
     progress = tmp_path / "d" / "index" / "backfill.json"
 
     def embedding() -> list[int]:
-        children = [c for c in children_of(job.pid) if "spawn_main" in Path(f"/proc/{c}/cmdline").read_text()]
+        children = [c for c in children_of(job.pid) if "spawn_main" in cmdline(c)]
         state = json.loads(progress.read_text()).get("state") if progress.exists() else None
         return children if state == "embedding" else []
 
@@ -177,7 +185,7 @@ def test_a_killed_demo_takes_its_background_backfill_with_it(tmp_path: Path) -> 
             job.kill()
         job.communicate(timeout=30)
         for c in children_of(1):
-            if alive(c) and "spawn_main" in Path(f"/proc/{c}/cmdline").read_text(errors="replace"):
+            if alive(c) and "spawn_main" in cmdline(c):
                 cwd = Path(f"/proc/{c}/cwd")
                 if cwd.exists() and cwd.resolve() == tmp_path.resolve():
                     os.kill(c, 9)  # never leave an orphan behind when the assertion fails
