@@ -27,7 +27,9 @@ from api.docs import install_docs
 from api.errors import register_error_handlers
 from api.experiments import check_rankers, open_experiments
 from api.protection import ProtectionMiddleware
-from api.routes import admin, crawl, documents, experiments, health, indexnow, search, web
+from api.push import PushWriter
+from api.routes import admin, crawl, documents, experiments, health, indexnow, push, search, web
+from core.errors import ConfigError
 from core.settings import Settings
 from retrieval.query.service import SearchService
 from retrieval.remote.shard_http import connect_shards
@@ -69,6 +71,13 @@ def create_app(settings: Settings, *, index_dir: Path, shard_urls: str | None = 
         app.state.search = service
         app.state.search_limiter = search_limiter(settings)
         app.state.index_dir = Path(index_dir)
+        app.state.push = None
+        if settings.api.push_data is not None:
+            if remote is not None:
+                service.close()
+                raise ConfigError("api.push_data needs the index on this machine, not --shard-urls.")
+            app.state.push = PushWriter(settings.api.push_data, Path(index_dir), settings)
+            app.state.push.start()
         app.state.experiments = open_experiments(settings)
         try:
             check_rankers(app.state.experiments.book, service.stages)
@@ -80,6 +89,8 @@ def create_app(settings: Settings, *, index_dir: Path, shard_urls: str | None = 
         try:
             yield
         finally:
+            if app.state.push is not None:
+                app.state.push.close()
             app.state.experiments.close()  # flushes impression and click logs
             for stage in service.stages.values():
                 close = getattr(stage, "close", None)
@@ -99,6 +110,7 @@ def create_app(settings: Settings, *, index_dir: Path, shard_urls: str | None = 
     register_error_handlers(app)
     app.include_router(search.router)
     app.include_router(documents.router)
+    app.include_router(push.router)
     app.include_router(admin.router)
     app.include_router(experiments.router)
     app.include_router(health.router)

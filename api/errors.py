@@ -23,6 +23,7 @@ from core.errors import (
     AdminDisabled,
     AdminKeyRejected,
     BadClick,
+    BadDocument,
     BadParameter,
     ConfigError,
     CrawlDataMissing,
@@ -47,6 +48,7 @@ logger = logging.getLogger(__name__)
 
 HTTP_ERRORS: Mapping[type[TrawlError], tuple[int, str]] = {
     ConfigError: (400, "bad_request"),
+    BadDocument: (400, "bad_document"),
     QueryError: (400, "bad_query"),
     BadParameter: (400, "bad_parameter"),
     BadClick: (400, "bad_click"),

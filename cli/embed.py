@@ -22,8 +22,7 @@ from rich.progress import (
 )
 from rich.text import Text
 
-from cli.engine import EngineOption, RayAddressOption, crawl_documents, job_engine
-from cli.index import run_crawl_pagerank
+from cli.engine import EngineOption, RayAddressOption, crawl_documents, job_engine, run_crawl_pagerank
 from core.jobs import JobEngine
 from core.settings import Settings
 
@@ -120,6 +119,11 @@ def embed_command(
     job = job_engine(settings, engine, ray_address)
     with job.session():
         _embed(settings, job, index, beir, data, shards, chunk_docs)
+
+
+def build_embed_publish(settings: Settings, job: JobEngine, index: Path, data: Path, shards: int) -> None:
+    """``trawl embed --data DIR --index ROOT``: a generation from the docstore, embedded, then published."""
+    _embed(settings, job, index, None, data, shards, None)
 
 
 def _embed(

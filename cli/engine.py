@@ -4,13 +4,19 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
+from rich.console import Console
 
 from core.jobs import JobEngine
 from core.settings import Settings
 from core.types import Document
+
+if TYPE_CHECKING:
+    from training.pagerank import CrawlPageRank
+
+console = Console(stderr=True)
 
 EngineOption = Annotated[
     str | None,
@@ -46,3 +52,24 @@ def crawl_documents(path: Path) -> Iterator[Document]:
     from retrieval.index.docs_source import crawled_documents
 
     return crawled_documents(path)
+
+
+def run_crawl_pagerank(data: Path, on_ray: bool, settings: Settings) -> CrawlPageRank | None:
+    """The crawl's link-graph job (page and host PageRank beside the docstore), here or on the
+    connected Ray; None when the crawl has no links."""
+    # lazy: loads polars and scipy; `trawl --help` stays fast
+    from training.pagerank import crawl_pagerank
+
+    with console.status("PageRank…") as status:
+        rank = None
+        if on_ray:
+            # lazy: loads polars and scipy; `trawl --help` stays fast
+            from training.ray_training import ray_rank
+
+            rank = ray_rank(
+                blocks=settings.jobs.pagerank_blocks,
+                on_iteration=lambda i, change: status.update(
+                    f"PageRank on ray… iteration {i}, L1 change {change:.1e}"
+                ),
+            )
+        return crawl_pagerank(data, rank=rank)

@@ -1,4 +1,4 @@
-"""``trawl index``: build a generation (from a BEIR corpus or a crawl), list, publish, roll back, gc."""
+"""``trawl index``: build a generation (BEIR, a crawl, WARC, JSON Lines), list, publish, roll back, gc."""
 
 from __future__ import annotations
 
@@ -6,18 +6,24 @@ import datetime as dt
 import time
 from functools import partial
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated
+from typing import Annotated
 
 import typer
 from rich.console import Console
 from rich.table import Table
 
-from cli.engine import EngineOption, RayAddressOption, beir_documents, crawl_documents, job_engine
+from cli.embed import build_embed_publish
+from cli.engine import (
+    EngineOption,
+    RayAddressOption,
+    beir_documents,
+    crawl_documents,
+    job_engine,
+    run_crawl_pagerank,
+)
+from cli.ingest import import_sources
 from core.errors import ConfigError
 from core.settings import Settings
-
-if TYPE_CHECKING:
-    from training.pagerank import CrawlPageRank
 
 console = Console(stderr=True)
 index_app = typer.Typer(
@@ -36,20 +42,53 @@ def index_command(
     index: Annotated[Path | None, typer.Option("--index", help="Index root (generations + CURRENT).")] = None,
     beir: Annotated[Path | None, typer.Option("--beir", help="A BEIR collection (corpus.jsonl).")] = None,
     data: Annotated[
-        Path | None, typer.Option("--data", help="A crawl data directory (its docstore).")
+        Path | None,
+        typer.Option(
+            "--data", help="A crawl data directory (its docstore); with --warc/--jsonl, where they go."
+        ),
     ] = None,
+    warc: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--warc", help="WARC/ARC files, folders or globs (.warc, .warc.gz, .arc.gz); repeatable."
+        ),
+    ] = None,
+    jsonl: Annotated[
+        list[Path] | None,
+        typer.Option("--jsonl", help="JSON Lines documents (id, url, title, body, …); repeatable."),
+    ] = None,
+    scope: Annotated[
+        str | None, typer.Option("--scope", help="With --warc: host, domain or any (default any).")
+    ] = None,
+    site: Annotated[
+        list[str] | None, typer.Option("--site", help="With --warc and --scope: a site to keep; repeatable.")
+    ] = None,
+    respect_robots: Annotated[
+        bool,
+        typer.Option("--respect-robots", help="With --warc: drop pages the archived robots.txt disallows."),
+    ] = False,
+    embed: Annotated[
+        bool, typer.Option("--embed", help="Embed the new generation's passages before publishing it.")
+    ] = False,
     shards: Annotated[int, typer.Option("--shards", min=1, max=256, help="Document partitions.")] = 1,
     publish: Annotated[bool, typer.Option("--publish/--no-publish", help="Serve it once built.")] = True,
     engine: EngineOption = None,
     ray_address: RayAddressOption = None,
 ) -> None:
-    """Build a new generation from a BEIR corpus or a crawl's docstore, and publish it.
+    """Build a new generation from a BEIR corpus, a crawl, WARC archives or JSON Lines; publish it.
+
+    --warc reads archives from any crawler (wget, Heritrix, Common Crawl, Trawl's own
+    DIR/warc) through the crawler's extraction and dedup into --data DIR; a damaged record is
+    counted and skipped. --jsonl reads one document a line: id, url, title, body, and optional
+    headings, lang, published; other fields are kept as stored metadata.
 
     With --engine ray each shard is built by its own Ray task (and a crawl's PageRank runs
     on Ray too); the generation appears only when every shard succeeded.
 
     Example: trawl index --beir data/eval/cranfield --index data/cranfield-index --shards 2
     Example: trawl index --data data/crawl --index data/index --shards 8 --engine ray --ray-address auto
+    Example: trawl index --warc archives/ --data data/imported --index data/index --embed
+    Example: trawl index --jsonl docs.jsonl --data data/docs --index data/docs-index
     Then: trawl index list --index data/cranfield-index · trawl index rollback --index data/cranfield-index
     """
     if ctx.invoked_subcommand is not None:
@@ -59,10 +98,37 @@ def index_command(
 
     if index is None:
         raise typer.BadParameter("--index DIR is required")
+    imports = bool(warc or jsonl)
+    if warc and jsonl:
+        raise typer.BadParameter("give --warc or --jsonl, not both")
     if (beir is None) == (data is None):
-        raise typer.BadParameter("give exactly one of --beir DIR or --data DIR")
+        raise typer.BadParameter(
+            "give exactly one of --beir DIR or --data DIR (--warc and --jsonl need --data)"
+        )
+    if imports and beir is not None:
+        raise typer.BadParameter("--warc and --jsonl import into --data DIR, not --beir")
+    if embed and (beir is not None or not publish):
+        raise typer.BadParameter("--embed goes with --data (or --warc/--jsonl) and publishing")
+    if not imports and (scope is not None or site or respect_robots):
+        raise typer.BadParameter("--scope, --site and --respect-robots go with --warc")
     settings = Settings()
     job = job_engine(settings, engine, ray_address)
+    if imports:
+        assert data is not None
+        import_sources(
+            settings,
+            data,
+            warc=warc or [],
+            jsonl=jsonl or [],
+            scope=scope,
+            sites=site or [],
+            respect_robots=respect_robots,
+        )
+    if embed:
+        assert data is not None
+        with job.session():
+            build_embed_publish(settings, job, index, data, shards)
+        return
     started = time.perf_counter()
     root = IndexRoot(index)
     # One writer at a time, from the build to the publish: a second build (or a `trawl run`
@@ -96,27 +162,6 @@ def index_command(
         if publish:
             root.publish(generation)
             console.print(f"published {generation} (serving processes pick it up on their next query)")
-
-
-def run_crawl_pagerank(data: Path, on_ray: bool, settings: Settings) -> CrawlPageRank | None:
-    """The crawl's link-graph job (page and host PageRank beside the docstore), here or on the
-    connected Ray; None when the crawl has no links."""
-    # lazy: loads polars and scipy; `trawl --help` stays fast
-    from training.pagerank import crawl_pagerank
-
-    with console.status("PageRank…") as status:
-        rank = None
-        if on_ray:
-            # lazy: loads polars and scipy; `trawl --help` stays fast
-            from training.ray_training import ray_rank
-
-            rank = ray_rank(
-                blocks=settings.jobs.pagerank_blocks,
-                on_iteration=lambda i, change: status.update(
-                    f"PageRank on ray… iteration {i}, L1 change {change:.1e}"
-                ),
-            )
-        return crawl_pagerank(data, rank=rank)
 
 
 @index_app.command("list")

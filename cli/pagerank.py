@@ -8,8 +8,7 @@ from typing import Annotated
 import typer
 from rich.console import Console
 
-from cli.engine import EngineOption, RayAddressOption, job_engine
-from cli.index import run_crawl_pagerank
+from cli.engine import EngineOption, RayAddressOption, job_engine, run_crawl_pagerank
 from core.crawldir import CrawlDir
 from core.errors import ConfigError
 from core.settings import Settings

@@ -100,15 +100,30 @@ def serve_command(
             "(the recommended layout on one multi-core machine).",
         ),
     ] = False,
+    push_data: Annotated[
+        Path | None,
+        typer.Option(
+            "--push-data",
+            help="Take pushed documents (PUT /v1/documents/{id}) into this data directory, the one the "
+            "index is built from; the index follows it in place.",
+        ),
+    ] = None,
 ) -> None:
     """Serve the search API and page (in-process shards, or a broker over `trawl shard serve`).
 
     Example: trawl serve --index data/index --port 8000   then open http://127.0.0.1:8000/
     Example: trawl serve --index data/index --shard-processes   (shards in their own processes)
+    Example: trawl serve --index data/docs-index --push-data data/docs   (with api.admin_api_key set)
     """
     import uvicorn
 
     settings = Settings()
+    if push_data is not None:
+        if workers > 1 or shard_processes or shard_urls or old_shards:
+            raise typer.BadParameter("--push-data needs one worker with the index in this process.")
+        settings = settings.model_copy(
+            update={"api": settings.api.model_copy(update={"push_data": push_data})}
+        )
     shards = renamed_flag("--shards", "--shard-urls", old_shards, shard_urls)
     if shard_processes:
         if shards:

@@ -47,6 +47,8 @@ class CrawlDir:
           deletions/          removal tombstones, docstore-format segments (core.deletions)
             <worker>/         one fleet worker's (or the operator's) tombstones
           blocklist.json      operator block rules: hosts and URL patterns (core.blocklist)
+          imported.json       what an import (WARC or JSON Lines, crawl.ingest) read into docs/
+          metadata.jsonl.gz   imported documents' fields that are not indexed, by id (crawl.ingest)
           lock                the crawl's writer lock: holder's pid, host, command (core.dirlock)
           lock.<worker>       a fleet worker's own lock (the fleet shares the directory)
     """
@@ -95,6 +97,16 @@ class CrawlDir:
     def blocklist(self) -> Path:
         """Operator block rules."""
         return self.root / "blocklist.json"
+
+    @property
+    def imported(self) -> Path:
+        """An import's summary; its presence says docs/ came from archives or JSON Lines."""
+        return self.root / "imported.json"
+
+    @property
+    def metadata(self) -> Path:
+        """Imported documents' extra fields (JSON lines, gzip): kept, not indexed."""
+        return self.root / "metadata.jsonl.gz"
 
     def writer_lock(self, frontier_url: str | None, worker_id: str | None) -> DirLock | None:
         """The lock a crawl (``trawl crawl``, ``trawl run``) holds while it writes here.

@@ -1,6 +1,6 @@
 """``TrawlError``'s tree and the API's HTTP status for each (a subclass: its nearest listed ancestor's)::
 
-├─ ConfigError → 400 bad_request ── CrawlDataMissing → 404 not_enabled
+├─ ConfigError → 400 bad_request ── BadDocument → 400 bad_document · CrawlDataMissing → 404 not_enabled
 ├─ CrawlError ── FetchError(url, reason) · RobotsDenied · OutOfScope · TooLarge
 ├─ QueryError → 400 bad_query ── BadParameter → 400 bad_parameter · BadClick → 400 bad_click
 │    · DocumentNotFound → 404 not_found · UnknownGeneration → 404 unknown_generation
@@ -35,11 +35,19 @@ class ConfigError(TrawlError):
     """A setting or a command-line option has a value Trawl cannot use."""
 
 
+class BadDocument(ConfigError):
+    """A given document (a JSON Lines line, a pushed document) is not one: names the field and where."""
+
+
 class CrawlDataMissing(ConfigError):
     """An endpoint needs the crawl data directory (``api.crawl_data``), which is not configured.
 
     A public endpoint that a deployment does not offer (IndexNow without a crawl to feed) is
     404, not 503: nothing will change by retrying, and a 5xx would read as a fault."""
+
+
+class PushDisabled(CrawlDataMissing):
+    """The document push API is off: no ``api.push_data`` directory is configured (HTTP 404)."""
 
 
 class CrawlError(TrawlError):

@@ -215,6 +215,13 @@ class ApiSettings(BaseModel):
     """Admin endpoints (crawl seeds, publish, rollback) need ``X-API-Key``; unset = admin off."""
     crawl_data: Path | None = None
     """A crawl data directory for /v1/hosts, /v1/inspect and the crawl admin endpoints."""
+    push_data: Path | None = None
+    """The data directory ``PUT /v1/documents/{id}`` writes to, which the served index then
+    follows in place (it must be the directory the index is built from); unset = push off."""
+    push_poll_s: float = Field(0.25, gt=0)
+    """How often the served index looks for pushed segments: the push-to-searchable lag."""
+    push_compact_every_s: float = Field(3600.0, ge=0)
+    """A new generation from the whole push directory this often (0: never)."""
     rate_limit_per_s: float = Field(50.0, ge=0)
     """Sustained requests per second per client address; 0 disables the limit."""
     rate_limit_burst: int = Field(100, ge=1)

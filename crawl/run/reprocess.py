@@ -45,6 +45,8 @@ __all__ = [
     "ReprocessSummary",
     "StoredResponse",
     "derive",
+    "derive_page",
+    "page_job",
     "replay",
     "reprocess",
     "stored_responses",
@@ -91,20 +93,42 @@ def derive(
     ``known_url(canonical)`` stands for the crawl's scope: a ``rel=canonical`` target
     the crawl knew makes this page an alias of it.
     """
-    url = response.url
+    job = page_job(response, settings)
+    if job is None:
+        return Derived(response.url, "http")
+    page = extract_page(job)  # in this process: limit_depth bounds what one page can cost
+    return derive_page(response, page, dedup, settings, known_url=known_url)
+
+
+def page_job(response: StoredResponse, settings: CrawlSettings) -> PageJob | None:
+    """What parsing ``response`` needs (None for a status other than 200), for this process or a pool."""
     if response.status != 200:
-        return Derived(url, "http")
+        return None
     media_type, charset = parse_content_type(response.headers.get("content-type", ""))
-    job = PageJob(
+    return PageJob(
         body=response.body,
         media_type=media_type,
         charset=charset,
-        url=url,
+        url=response.url,
         x_robots_tag=response.headers.get("x-robots-tag", ""),
         max_links=settings.max_links_per_page * 2,
         max_depth=settings.max_html_depth,
     )
-    page = extract_page(job)  # in this process: limit_depth bounds what one page can cost
+
+
+def derive_page(
+    response: StoredResponse,
+    page: ParsedPage | None,
+    dedup: NearDupIndex,
+    settings: CrawlSettings,
+    *,
+    known_url: Callable[[str], bool],
+) -> Derived:
+    """The rest of :func:`derive` once the page is parsed: canonical, noindex, dedup, document.
+
+    Called in the order responses were written, so dedup keeps the same originals however
+    the parsing was spread over processes."""
+    url = response.url
     if page is None:
         return Derived(url, "not_html")
     followed = [link for link in page.links if not link.nofollow] if not page.nofollow else []

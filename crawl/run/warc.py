@@ -33,7 +33,7 @@ from datetime import datetime
 from http import HTTPStatus
 from pathlib import Path
 from types import TracebackType
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, BinaryIO
 
 from crawl.fetch.decoding import BodyDecoder, DecodedTooLarge, DecodingFailed
 from crawl.fetch.fetcher import FetchResult
@@ -48,8 +48,10 @@ __all__ = [
     "SERVER_NOT_MODIFIED",
     "StoredResponse",
     "WarcSink",
+    "decoded_payload",
     "payload_digest",
     "read_responses",
+    "warc_time",
 ]
 
 IDENTICAL_PAYLOAD = "http://netpreserve.org/warc/1.1/revisit/identical-payload-digest"
@@ -206,7 +208,7 @@ class _Originals:
             original = _Original(
                 base64.b32decode(digest.removeprefix("sha1:")),
                 uuid.UUID(record_id.removeprefix("<urn:uuid:").removesuffix(">")),
-                int(_warc_time(date)),
+                int(warc_time(date)),
             )
         except ValueError:  # binascii.Error is one
             original = None
@@ -440,23 +442,23 @@ def read_responses(folder: Path, *, max_bytes: int) -> Iterator[StoredResponse]:
             url = record.rec_headers.get_header("WARC-Target-URI") or ""
             headers = {k.lower(): v for k, v in record.http_headers.headers}
             try:
-                body = _decoded(record, headers.pop("content-encoding", ""), max_bytes)
+                body = decoded_payload(record.raw_stream, headers.pop("content-encoding", ""), max_bytes)
             except (DecodingFailed, DecodedTooLarge) as exc:
                 logger.warning("%s: skipped the stored response of %s (%s)", path, url, exc)
                 continue
             headers.pop("content-length", None)
             status = int(record.http_headers.get_statuscode() or 0)
             yield StoredResponse(
-                url, status, headers, body, _warc_time(record.rec_headers.get_header("WARC-Date"))
+                url, status, headers, body, warc_time(record.rec_headers.get_header("WARC-Date"))
             )
 
 
-def _decoded(record: ArcWarcRecord, content_encoding: str, max_bytes: int) -> bytes:
-    """The record's payload with its Content-Encoding undone, reading at most ``max_bytes`` raw."""
+def decoded_payload(stream: BinaryIO, content_encoding: str, max_bytes: int) -> bytes:
+    """A record's payload with its Content-Encoding undone, reading at most ``max_bytes`` raw."""
     decoder = BodyDecoder(content_encoding, max_bytes=max_bytes)
     out: list[bytes] = []
     read = 0
-    while piece := record.raw_stream.read(_READ_STEP):
+    while piece := stream.read(_READ_STEP):
         read += len(piece)
         if read > max_bytes:
             raise DecodedTooLarge(f"the stored payload passes the {max_bytes}-byte cap")
@@ -465,7 +467,7 @@ def _decoded(record: ArcWarcRecord, content_encoding: str, max_bytes: int) -> by
     return b"".join(out)
 
 
-def _warc_time(value: str | None) -> float:
+def warc_time(value: str | None) -> float:
     if not value:
         return 0.0
     try:

@@ -17,8 +17,6 @@ import socket
 import subprocess
 import sys
 import threading
-import time
-from collections.abc import Callable
 from pathlib import Path
 
 import httpx
@@ -34,6 +32,7 @@ from retrieval.index.manifest import IndexManifest
 from retrieval.index.root import IndexRoot
 from tests.conftest import ServerThread
 from tests.fixtures.docs import SMALL_WEB
+from tests.fixtures.waiting import wait_for
 from tests.integration.freshness.crawled import crawled_index
 
 REPO = Path(__file__).resolve().parents[3]
@@ -212,23 +211,14 @@ def test_in_place_steps_wait_for_another_writer_then_catch_up(
             crawled.indexer.step()
         with caplog.at_level(logging.WARNING, logger="retrieval.index.incremental"):
             thread.start()
-            _wait_for(lambda: f"pid {holder.pid}" in caplog.text, "the indexer to say whom it waits for")
+            wait_for(lambda: f"pid {holder.pid}" in caplog.text, "the indexer to say whom it waits for")
         assert crawled.indexer.backlog() == 1  # held back, not lost
     finally:
         assert holder.stdin is not None
         holder.stdin.close()
         holder.wait()
     try:
-        _wait_for(lambda: crawled.indexer.backlog() == 0, "the held-back step to be applied")
+        wait_for(lambda: crawled.indexer.backlog() == 0, "the held-back step to be applied")
     finally:
         stop.set()
         thread.join()
-
-
-def _wait_for(predicate: Callable[[], bool], what: str, timeout: float = 300) -> None:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if predicate():
-            return
-        time.sleep(0.05)
-    raise AssertionError(f"not within {timeout} s: {what}")

@@ -10,8 +10,6 @@ import re
 import signal
 import subprocess
 import sys
-import time
-from collections.abc import Callable
 from pathlib import Path
 
 import httpx
@@ -26,6 +24,7 @@ from retrieval.index.root import IndexRoot, disk_bytes
 from tests.conftest import ServerThread
 from tests.fixtures.crawl.web import HostServer, Site, html_page, prose
 from tests.fixtures.docs import SMALL_WEB
+from tests.fixtures.waiting import wait_for
 from training.datasets import BeirDataset
 
 REPO = Path(__file__).resolve().parents[3]
@@ -176,7 +175,9 @@ def test_trawl_run_collects_old_generations_on_its_own(tmp_path: Path) -> None:
     )
     history = layout.history_file(index)
     try:
-        _wait_for(lambda: history.exists() and len(history.read_text().splitlines()) >= 6, "six compactions")
+        wait_for(
+            lambda: history.exists() and len(history.read_text().splitlines()) >= 6, "six compactions", 600
+        )
         run.send_signal(signal.SIGINT)
         _, err = run.communicate(timeout=300)
         assert run.returncode == 0, err.decode()[-3000:]
@@ -229,12 +230,3 @@ def test_a_torn_history_line_does_not_swallow_the_next_entry(tmp_path: Path) -> 
     third = _published(root, 1)[0]
     assert [e["published"] for e in root.history()] == [first, second, third]
     assert root.rollback() == second
-
-
-def _wait_for(predicate: Callable[[], bool], what: str, timeout: float = 600) -> None:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if predicate():
-            return
-        time.sleep(0.1)
-    raise AssertionError(f"not within {timeout} s: {what}")
