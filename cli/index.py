@@ -23,6 +23,7 @@ from cli.engine import (
 )
 from cli.ingest import import_sources
 from core.errors import ConfigError
+from core.jobs import JobEngine
 from core.settings import Settings
 
 console = Console(stderr=True)
@@ -93,9 +94,6 @@ def index_command(
     """
     if ctx.invoked_subcommand is not None:
         return
-    # lazy: loads tantivy; `trawl --help` stays fast
-    from retrieval.index.root import IndexRoot
-
     if index is None:
         raise typer.BadParameter("--index DIR is required")
     imports = bool(warc or jsonl)
@@ -113,6 +111,33 @@ def index_command(
         raise typer.BadParameter("--scope, --site and --respect-robots go with --warc")
     settings = Settings()
     job = job_engine(settings, engine, ray_address)
+    # One engine session for the import, PageRank, the build and the embedding (the steps'
+    # own sessions join it), so a local Ray starts once.
+    with job.session():
+        _index(
+            settings, job, index, beir, data, warc, jsonl, scope, site, respect_robots, embed, shards, publish
+        )
+
+
+def _index(
+    settings: Settings,
+    job: JobEngine,
+    index: Path,
+    beir: Path | None,
+    data: Path | None,
+    warc: list[str] | None,
+    jsonl: list[Path] | None,
+    scope: str | None,
+    site: list[str] | None,
+    respect_robots: bool,
+    embed: bool,
+    shards: int,
+    publish: bool,
+) -> None:
+    # lazy: loads tantivy; `trawl --help` stays fast
+    from retrieval.index.root import IndexRoot
+
+    imports = bool(warc or jsonl)
     if imports:
         assert data is not None
         import_sources(
@@ -123,18 +148,18 @@ def index_command(
             scope=scope,
             sites=site or [],
             respect_robots=respect_robots,
+            on_ray=job.is_ray,
         )
     if embed:
         assert data is not None
-        with job.session():
-            build_embed_publish(settings, job, index, data, shards)
+        build_embed_publish(settings, job, index, data, shards)
         return
     started = time.perf_counter()
     root = IndexRoot(index)
     # One writer at a time, from the build to the publish: a second build (or a `trawl run`
     # compaction) is refused with the holder's name instead of breaking this one. The engine
     # connects first, so an unreachable cluster leaves nothing on disk.
-    with job.session(), root.writing(wait_s=0):
+    with root.writing(wait_s=0):
         if beir is not None:
             source = partial(beir_documents, beir)
             source_name = f"beir:{beir}"

@@ -30,10 +30,13 @@ def import_sources(
     scope: str | None,
     sites: list[str],
     respect_robots: bool,
+    on_ray: bool = False,
 ) -> None:
-    """Import ``warc`` archives or ``jsonl`` files into ``data``; prints what became of them."""
+    """Import ``warc`` archives or ``jsonl`` files into ``data``; prints what became of them.
+
+    ``on_ray``: WARC files are read by one task per file on the connected Ray."""
     if warc:
-        _import_warc(settings, data, warc, scope, sites, respect_robots)
+        _import_warc(settings, data, warc, scope, sites, respect_robots, on_ray)
     else:
         if scope is not None or sites or respect_robots:
             raise typer.BadParameter("--scope, --site and --respect-robots go with --warc, not --jsonl")
@@ -51,7 +54,13 @@ def import_sources(
 
 
 def _import_warc(
-    settings: Settings, data: Path, warc: list[str], scope: str | None, sites: list[str], respect_robots: bool
+    settings: Settings,
+    data: Path,
+    warc: list[str],
+    scope: str | None,
+    sites: list[str],
+    respect_robots: bool,
+    on_ray: bool,
 ) -> ImportSummary:
     # lazy: warcio and the parser load only for an import; `trawl --help` stays fast
     from crawl.ingest.archive_records import archive_files
@@ -69,6 +78,15 @@ def _import_warc(
     if mode != "any" and not sites:
         raise typer.BadParameter(f"--scope {mode} needs --site URL (the sites whose pages to keep)")
     keep = Scope.from_seeds(sites, mode=mode, max_depth=10**9) if mode != "any" else None
+    if on_ray:
+        from crawl.ingest.ray_import import ray_import_archives  # lazy: as above
+
+        with console.status(f"reading {len(files)} archive file(s) on ray, a task per file…"):
+            summary = ray_import_archives(
+                files, data, settings.crawl, scope=keep, respect_robots=respect_robots
+            )
+        _report(summary, data)
+        return summary
     with console.status(f"reading {len(files)} archive file(s)…") as status:
         summary = import_archives(
             files,
@@ -80,6 +98,11 @@ def _import_warc(
                 f"reading archives… {s.records:,} records, {s.outcomes.get('indexed', 0):,} documents"
             ),
         )
+    _report(summary, data)
+    return summary
+
+
+def _report(summary: ImportSummary, data: Path) -> None:
     outcomes = ", ".join(f"{n:,} {name}" for name, n in sorted(summary.outcomes.items())) or "none"
     console.print(
         f"imported {summary.records:,} records of {summary.files} file(s) into {data} in "
@@ -90,4 +113,3 @@ def _import_warc(
     )
     for damage in summary.damaged:
         console.print(f"damaged: {damage}", markup=False, highlight=False)
-    return summary

@@ -60,10 +60,8 @@ def import_jsonl(paths: list[Path], data_dir: Path) -> ImportSummary:
                 layout.metadata.unlink(missing_ok=True)
         finally:
             metadata_tmp.unlink(missing_ok=True)
-        # An earlier WARC import's link graph and PageRank name pages that are no longer here.
+        # An earlier WARC import's link graph names pages that are no longer here.
         shutil.rmtree(layout.links, ignore_errors=True)
-        layout.pagerank.unlink(missing_ok=True)
-        layout.pagerank_hosts.unlink(missing_ok=True)
         summary.seconds = time.perf_counter() - started
         write_text(layout.imported, json.dumps(summary.as_json(), indent=1))
     return summary

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import shutil
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import asdict, dataclass, field
@@ -55,4 +56,8 @@ def import_target(data_dir: Path) -> Iterator[CrawlDir]:
     refuse_a_crawl(layout)
     layout.root.mkdir(parents=True, exist_ok=True)
     with DirLock(layout.root / "lock", what=f"Crawl directory {layout.root}").held():
+        # What an earlier import derived from its documents goes with them.
+        shutil.rmtree(layout.deletions, ignore_errors=True)
+        layout.pagerank.unlink(missing_ok=True)
+        layout.pagerank_hosts.unlink(missing_ok=True)
         yield layout

@@ -21,7 +21,7 @@ import logging
 import time
 from collections import deque
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from functools import partial
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -34,14 +34,15 @@ from core.settings import CrawlSettings
 from core.types import Document
 from crawl.extraction.dedup import NearDupIndex
 from crawl.extraction.page import ParsedPage
-from crawl.extraction.parsing import PageJob, ParsePool, ParseTimeout
+from crawl.extraction.parsing import PageJob, ParsePool, ParseTimeout, extract_page
 from crawl.fetch.content import parse_content_type
-from crawl.fetch.decoding import DecodedTooLarge, DecodingFailed
-from crawl.fetch.robots import MAX_ROBOTS_BYTES, RobotsPolicy, agent_token, policy_from_response
+from crawl.fetch.decoding import DecodedTooLarge
+from crawl.fetch.robots import RobotsPolicy, agent_token
 from crawl.ingest.archive_records import http_status, read_records, record_at
+from crawl.ingest.survey import Survey, origin, payload_body, robots_policies, survey_archives
 from crawl.ingest.target import ImportSummary, import_target
 from crawl.run.reprocess import Derived, derive_page, page_job
-from crawl.run.warc import StoredResponse, decoded_payload, warc_time
+from crawl.run.warc import StoredResponse, warc_time
 from crawl.scope import Scope
 from crawl.urls import canonicalize_url
 
@@ -50,21 +51,10 @@ if TYPE_CHECKING:
 
 logger = logging.getLogger(__name__)
 
-__all__ = ["import_archives"]
+__all__ = ["DocSink", "PageReader", "import_archives"]
 
 _BATCH = 500
 _HTML_TYPES = frozenset({"text/html", "application/xhtml+xml", ""})
-
-
-@dataclass(slots=True)
-class _Survey:
-    """The first pass's findings."""
-
-    urls: set[str] = field(default_factory=set)
-    payloads: dict[str, tuple[int, int]] = field(default_factory=dict)
-    """Payload digest → (file index, record offset) of a 200 response holding it."""
-    robots: dict[str, tuple[int, bytes]] = field(default_factory=dict)
-    """Origin → (status, body) of its latest archived robots.txt."""
 
 
 def import_archives(
@@ -89,13 +79,13 @@ def import_archives(
     started = time.perf_counter()
     summary = ImportSummary(files=len(files))
     with import_target(data_dir) as layout:
-        survey = _survey(files, settings.max_page_bytes)
-        robots = _robots_policies(survey.robots) if respect_robots else {}
-        reader = _Reader(files, survey, settings, scope, robots, summary)
+        survey = survey_archives(files, settings.max_page_bytes)
+        robots = robots_policies(survey.robots) if respect_robots else {}
+        reader = PageReader(files, survey, settings, scope, robots, summary)
         pool = ParsePool(workers, timeout_s=settings.parse_timeout_s)
         try:
             with staging_dir(layout.docs) as docs_dir, staging_dir(layout.links) as links_dir:
-                sink = _Sink(DocStore(docs_dir), LinkGraphStore(links_dir), summary, on_progress)
+                sink = DocSink(DocStore(docs_dir), LinkGraphStore(links_dir), summary, on_progress)
                 asyncio.run(_derive_all(files, reader, pool, sink))
                 sink.flush()
                 summary.documents = len(sink.docs)
@@ -118,7 +108,7 @@ class _Pending:
     job: PageJob
 
 
-async def _derive_all(files: list[Path], reader: _Reader, pool: ParsePool, sink: _Sink) -> None:
+async def _derive_all(files: list[Path], reader: PageReader, pool: ParsePool, sink: DocSink) -> None:
     """Every record through the reader, pages parsed ``2 × workers`` ahead, results in order."""
     window = 2 * pool.workers
     queue: deque[tuple[Derived | _Pending, asyncio.Future[ParsedPage | None] | None]] = deque()
@@ -134,7 +124,7 @@ async def _derive_all(files: list[Path], reader: _Reader, pool: ParsePool, sink:
         sink.add(await reader.finish(*queue.popleft()))
 
 
-class _Sink:
+class DocSink:
     """Derived pages into the docstore and link graph, in batches."""
 
     def __init__(
@@ -175,73 +165,13 @@ class _Sink:
             self._flush_edges()
 
 
-def _survey(files: list[Path], max_bytes: int) -> _Survey:
-    survey = _Survey()
-
-    def note(index: int, offset: int, record: ArcWarcRecord) -> None:
-        if record.rec_type != "response":
-            return
-        status = http_status(record)
-        url = canonicalize_url(record.rec_headers.get_header("WARC-Target-URI") or "")
-        if status is None or not url:
-            return
-        if urlsplit(url).path == "/robots.txt":
-            body = _body(record, max_bytes=MAX_ROBOTS_BYTES, cap_ok=True)
-            survey.robots[_origin(url)] = (status, body or b"")
-            return
-        if status != 200:
-            return
-        survey.urls.add(url)
-        digest = record.rec_headers.get_header("WARC-Payload-Digest")
-        if digest:
-            survey.payloads.setdefault(digest, (index, offset))
-
-    for index, path in enumerate(files):
-        for _ in read_records(path, partial(note, index), lambda _damage: None):
-            pass
-    return survey
-
-
-def _origin(url: str) -> str:
-    parts = urlsplit(url)
-    return f"{parts.scheme}://{parts.netloc}"
-
-
-def _robots_policies(found: dict[str, tuple[int, bytes]]) -> dict[str, RobotsPolicy]:
-    now = time.time()
-    return {
-        origin: policy_from_response(origin, status, body, now=now, ttl_s=1e12, error_ttl_s=1e12)
-        for origin, (status, body) in found.items()
-    }
-
-
-def _body(record: ArcWarcRecord, *, max_bytes: int, cap_ok: bool = False) -> bytes | None:
-    """The record's payload, de-chunked and decoded within ``max_bytes``; None when it fails."""
-    headers = record.http_headers
-    stream = record.raw_stream
-    if headers is not None and "chunked" in (headers.get_header("Transfer-Encoding") or "").lower():
-        from warcio.bufferedreaders import ChunkedDataReader
-
-        stream = ChunkedDataReader(stream)
-    encoding = (headers.get_header("Content-Encoding") or "") if headers is not None else ""
-    try:
-        return decoded_payload(stream, encoding, max_bytes)
-    except DecodedTooLarge:
-        if cap_ok:
-            return None
-        raise
-    except DecodingFailed as exc:
-        logger.warning("a payload that does not decode (%s)", exc)
-        return None
-
-
-class _Reader:
+class PageReader:
     """The second pass: one record at a time to what the crawl loop would have stored."""
 
     def __init__(
         self,
         files: list[Path],
-        survey: _Survey,
+        survey: Survey,
         settings: CrawlSettings,
         scope: Scope | None,
         robots: dict[str, RobotsPolicy],
@@ -271,6 +201,16 @@ class _Reader:
             item.response, page, self._dedup, self._settings, known_url=self._survey.urls.__contains__
         )
 
+    def derive_here(self, index: int, offset: int, record: ArcWarcRecord) -> Derived | None:
+        """:meth:`derive` with the page parsed in this process (a Ray task is one core already)."""
+        item = self.derive(index, offset, record)
+        if not isinstance(item, _Pending):
+            return item
+        page = extract_page(item.job)
+        return derive_page(
+            item.response, page, self._dedup, self._settings, known_url=self._survey.urls.__contains__
+        )
+
     def derive(self, index: int, offset: int, record: ArcWarcRecord) -> Derived | _Pending | None:
         self._summary.records += 1
         kind = record.rec_type
@@ -285,7 +225,7 @@ class _Reader:
             return Derived(url, "robots_txt")
         if self._scope is not None and not self._scope.contains(url):
             return Derived(url, "out_of_scope")
-        policy = self._robots.get(_origin(url))
+        policy = self._robots.get(origin(url))
         if policy is not None and not policy.can_fetch(url, self._agent):
             return Derived(url, "robots")
         headers = {k.lower(): v for k, v in record.http_headers.headers} if record.http_headers else {}
@@ -300,7 +240,7 @@ class _Reader:
             if media_type not in _HTML_TYPES:
                 return Derived(url, "not_html")
             try:
-                body = _body(record, max_bytes=self._settings.max_page_bytes)
+                body = payload_body(record, max_bytes=self._settings.max_page_bytes)
             except DecodedTooLarge:
                 return Derived(url, "too_large")
             if body is None:
@@ -325,5 +265,5 @@ class _Reader:
         return record_at(
             self._files[index],
             offset,
-            lambda original: _body(original, max_bytes=self._settings.max_page_bytes, cap_ok=True),
+            lambda original: payload_body(original, max_bytes=self._settings.max_page_bytes, cap_ok=True),
         )

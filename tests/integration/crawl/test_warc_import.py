@@ -225,3 +225,26 @@ def test_an_import_never_replaces_a_crawl_and_a_missing_archive_is_named(
     )
     assert missing.exit_code != 0
     assert "no WARC or ARC file there" in str(missing.exception) + missing.output
+
+
+def test_ray_reads_a_file_per_task_and_merges_duplicates_across_files_as_the_local_import(
+    archived: tuple[Path, str], tmp_path: Path
+) -> None:
+    tmp, seed = archived
+    mirror = io.BytesIO()
+    writer = WARCWriter(mirror, gzip=True)
+    for page in PAGES[:2]:  # the same pages under another host: duplicates of the wget archive's
+        _response(writer, f"http://mirror.example/{page}", (DEMO / page).read_bytes())
+    (tmp_path / "mirror.warc.gz").write_bytes(mirror.getvalue())
+    files = [str(tmp / "wget.warc.gz"), str(tmp_path / "mirror.warc.gz")]
+    served: dict[str, dict[str, list[tuple[str, float]]]] = {}
+    for engine in ("local", "ray"):
+        args = [arg for f in files for arg in ("--warc", f)]
+        output = _index(*args, "--data", str(tmp_path / engine), "--index", str(tmp_path / f"{engine}-index"),
+                        "--engine", engine)  # fmt: skip
+        assert f"{len(PAGES) + 1} documents" in output, output
+        served[engine] = _top10(tmp_path / f"{engine}-index")
+    assert served["ray"] == served["local"]
+    assert not any("mirror.example" in url for hits in served["ray"].values() for url, _ in hits)
+    workers = sorted(p.name for p in CrawlDir(tmp_path / "ray").docs.iterdir() if p.is_dir())
+    assert workers == ["w-00000", "w-00001"]
