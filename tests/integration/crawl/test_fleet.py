@@ -39,7 +39,16 @@ def _site(index: int, homes: list[str]) -> Site:
         robots += f"Crawl-delay: {_CRAWL_DELAY_S}\n"
     site.raw("/robots.txt", robots.encode(), content_type="text/plain")
     links = [(f"/p{i}", f"page {i}") for i in range(_PAGES)] + [(h, "neighbour") for h in homes]
-    site.page("/", html_page(f"Home {index}", prose(index * 100), links=[*links, ("/private", "no")]))
+    home = html_page(f"Home {index}", prose(index * 100), links=[*links, ("/private", "no")])
+
+    async def gated_home(request: object) -> object:
+        from starlette.responses import HTMLResponse
+
+        while not _HOME_GATE.is_set():
+            await asyncio.sleep(0.05)
+        return HTMLResponse(home)
+
+    site.handler("/")(gated_home)  # type: ignore[arg-type]
     for i in range(_PAGES):
         body = html_page(
             f"Page {index}.{i}", prose(index * 100 + i + 1), links=[(f"/p{(i + 1) % _PAGES}", "n")]
@@ -52,6 +61,11 @@ def _site(index: int, homes: list[str]) -> Site:
 
         site.handler(f"/p{i}")(slow)  # type: ignore[arg-type]
     return site
+
+
+_HOME_GATE = threading.Event()
+"""Home pages wait for it; open unless a test closes it (to start its workers on an equal footing)."""
+_HOME_GATE.set()
 
 
 def _running(servers: list[HostServer]) -> Iterator[list[HostServer]]:
@@ -128,7 +142,15 @@ def test_three_workers_share_politeness_and_fetch_every_page_once(
     web: list[HostServer], pg_dsn: str, tmp_path: Path
 ) -> None:
     data = tmp_path / "crawl"
-    workers = [_worker(web, data, pg_dsn, f"w{i}") for i in range(3)]
+    # A worker that started late on a loaded machine would find the crawl over: the home
+    # pages wait until every worker reported and a second one holds a host (a worker
+    # leases no more hosts than it has fetches waiting, so one host is left for another).
+    _HOME_GATE.clear()
+    try:
+        workers = [_worker(web, data, pg_dsn, f"w{i}") for i in range(3)]
+        _open_gate_when_reported(pg_dsn, 3, gate=_HOME_GATE, owners=2)
+    finally:
+        _HOME_GATE.set()
     _wait(workers)
     for server in web:
         assert server.recorder.max_in_flight == 1, server.address
@@ -236,23 +258,31 @@ def copies_web() -> Iterator[list[HostServer]]:
     yield from _running(servers)
 
 
-def _open_gate_when_reported(pg_dsn: str, workers: int, timeout_s: float = 180) -> None:
-    """Open the pages once ``workers`` workers have a row in the fleet's ``workers`` table."""
+def _open_gate_when_reported(
+    pg_dsn: str, workers: int, timeout_s: float = 180, *, gate: threading.Event = _GATE, owners: int = 0
+) -> None:
+    """Open ``gate`` once ``workers`` workers have a row in the fleet's ``workers`` table and
+    ``owners`` distinct workers hold host leases."""
     import psycopg
 
     deadline = time.monotonic() + timeout_s
     with psycopg.connect(pg_dsn, autocommit=True) as conn:
         while True:
             try:
-                row = conn.execute("SELECT count(*) FROM workers").fetchone()
-                reported = int(row[0]) if row else 0
+                row = conn.execute(
+                    "SELECT (SELECT count(*) FROM workers),"
+                    " (SELECT count(DISTINCT lease_owner) FROM hosts WHERE lease_owner <> '')"
+                ).fetchone()
+                reported, holding = (int(row[0]), int(row[1])) if row else (0, 0)
             except psycopg.errors.UndefinedTable:
-                reported = 0
-            if reported >= workers:
+                reported, holding = 0, 0
+            if reported >= workers and holding >= owners:
                 break
-            assert time.monotonic() < deadline, f"only {reported} of {workers} workers reported"
+            assert time.monotonic() < deadline, (
+                f"{reported} of {workers} workers reported, {holding} hold hosts"
+            )
             time.sleep(0.1)
-    _GATE.set()
+    gate.set()
 
 
 @pytest.mark.timeout(400)
