@@ -70,8 +70,12 @@ def _lag(client: PushClient, n: int, *, delete: bool, errors: list[str]) -> floa
         errors.append(f"{response.status_code} {response.text[:100]}")
         return float("nan")
     answered = time.perf_counter()
-    while client.findable(n) == delete:
-        time.sleep(0.02)
+    try:
+        while client.findable(n) == delete:
+            time.sleep(0.02)
+    except httpx.HTTPStatusError as exc:
+        errors.append(f"{exc.response.status_code} {exc.response.text[:200]}")
+        return float("nan")
     return time.perf_counter() - answered
 
 
@@ -86,7 +90,8 @@ def main() -> None:
         data, index = Path(tmp) / "docs", Path(tmp) / "index"
         build_index(data, index, seed_corpus(Path(tmp) / "seed.jsonl"))
         port = free_port()
-        with push_server(index, data, port, Path(tmp) / "serve.log"):
+        log = Path(tmp) / "serve.log"
+        with push_server(index, data, port, log):
             clients = [PushClient(port) for _ in range(args.pushers)]
             searchers = _Searchers(port, args.searchers)
             for thread in searchers.threads:
@@ -108,6 +113,8 @@ def main() -> None:
                 thread.join()
             for client in clients:
                 client.close()
+        if errors or searchers.errors:
+            print("the service's log ends:\n" + log.read_text(errors="replace")[-6000:])
     puts = [x for x in puts if x == x]
     gone = [x for x in gone if x == x]
     rows = [
