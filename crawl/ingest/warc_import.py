@@ -65,12 +65,13 @@ def import_archives(
     scope: Scope | None = None,
     respect_robots: bool = False,
     on_progress: Callable[[ImportSummary], None] | None = None,
-    workers: int = 0,
+    workers: int | None = None,
 ) -> ImportSummary:
     """Derive ``data_dir``'s documents and link graph from ``files``; both are replaced at the end.
 
-    Pages are parsed by a pool of ``workers`` processes (0: one per core), as the crawl's
-    are; dedup and writing stay in this process, in the archives' order.
+    Pages are parsed by a pool of ``workers`` processes (None: ``crawl.parse_workers``, whose
+    0 is one per core), as the crawl's are; dedup and writing stay in this process, in the
+    archives' order.
 
     ``scope`` keeps only the URLs it contains (None: every URL); ``respect_robots`` drops
     pages the archived robots.txt of their origin disallows for ``settings.user_agent``
@@ -82,7 +83,9 @@ def import_archives(
         survey = survey_archives(files, settings.max_page_bytes)
         robots = robots_policies(survey.robots) if respect_robots else {}
         reader = PageReader(files, survey, settings, scope, robots, summary)
-        pool = ParsePool(workers, timeout_s=settings.parse_timeout_s)
+        pool = ParsePool(
+            settings.parse_workers if workers is None else workers, timeout_s=settings.parse_timeout_s
+        )
         try:
             with staging_dir(layout.docs) as docs_dir, staging_dir(layout.links) as links_dir:
                 sink = DocSink(DocStore(docs_dir), LinkGraphStore(links_dir), summary, on_progress)
