@@ -50,6 +50,7 @@ def import_sources(
             f"{summary.files} file(s) into {data} in {summary.seconds:.1f} s",
             markup=False,
             highlight=False,
+            soft_wrap=True,
         )
 
 
@@ -110,6 +111,7 @@ def _report(summary: ImportSummary, data: Path) -> None:
         f"(responses: {outcomes}); {len(summary.damaged)} damaged record(s) skipped",
         markup=False,
         highlight=False,
+        soft_wrap=True,  # one line a record in a log, whatever the terminal's width
     )
     for damage in summary.damaged:
-        console.print(f"damaged: {damage}", markup=False, highlight=False)
+        console.print(f"damaged: {damage}", markup=False, highlight=False, soft_wrap=True)
