@@ -28,6 +28,7 @@ import numpy as np
 from numpy.typing import NDArray
 
 from core.atomic import write_text, write_with
+from retrieval.index.arrays import load_array
 from retrieval.index.layout import forward_array, forward_manifest, forward_stale, forward_terms
 from retrieval.text.tokenizer import analyze
 
@@ -210,7 +211,7 @@ class ForwardIndex:
         def load(name: str) -> NDArray[Any]:
             # A plain ndarray view of the mapping: ``np.memmap``'s Python-level indexing
             # hooks cost more than the gathers themselves for a query's few hundred rows.
-            array: NDArray[Any] = np.asarray(np.load(forward_array(self.directory, name), mmap_mode="r"))
+            array: NDArray[Any] = np.asarray(load_array(forward_array(self.directory, name), mmap_mode="r"))
             return array
 
         stored = (*FIELDS, PRF) if self.format_version >= 2 else FIELDS
@@ -290,7 +291,7 @@ def read_stale(directory: Path) -> NDArray[np.uint64]:
     path = forward_stale(directory)
     if not path.exists():
         return np.zeros(0, dtype=np.uint64)
-    stale: NDArray[np.uint64] = np.load(path).astype(np.uint64)
+    stale: NDArray[np.uint64] = load_array(path).astype(np.uint64)
     return stale
 
 

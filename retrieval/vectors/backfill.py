@@ -34,6 +34,7 @@ from core.atomic import temp_sibling, write_text
 from core.errors import IndexDamaged, ManifestError
 from core.settings import EmbedSettings
 from retrieval.index import layout
+from retrieval.index.arrays import load_array
 from retrieval.index.lexical import LexicalShard
 from retrieval.index.manifest import IndexManifest, new_generation_id
 from retrieval.index.root import IndexRoot
@@ -347,7 +348,7 @@ def collect_garbage(root: Path) -> list[GcReport]:
             for shard in range(IndexManifest.load(index_dir).shards):
                 file = layout.passages_file(layout.version_dir(index_dir, shard, model_id))
                 if file.exists():
-                    used.append(np.load(file, allow_pickle=False))
+                    used.append(load_array(file))
         keep = np.unique(np.concatenate(used)) if used else np.zeros(0, dtype=np.uint64)
         store = VectorStore(path, model_id)
         with store.locked():

@@ -30,6 +30,7 @@ from core.errors import ConfigError, IndexDamaged, ManifestError
 from core.settings import EmbedSettings
 from core.types import DocId, ScoredDoc
 from retrieval.index import layout
+from retrieval.index.arrays import load_array
 from retrieval.index.checksums import check, from_json, record, to_json
 from retrieval.index.integrity import describe
 
@@ -358,7 +359,7 @@ class VectorShard:
                 "run `trawl embed` to backfill the current model."
             )
         try:
-            labels = np.load(layout.labels_file(path), allow_pickle=False).astype(np.int64)
+            labels = load_array(layout.labels_file(path)).astype(np.int64)
             index = hnswlib.Index(space="ip", dim=dim)
             index.load_index(str(layout.hnsw_file(path)), max_elements=int(raw["max_elements"]))
         except (OSError, ValueError, RuntimeError) as exc:

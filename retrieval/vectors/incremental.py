@@ -29,6 +29,7 @@ import numpy as np
 from core.errors import IndexDamaged
 from core.types import DocId, Document
 from retrieval.index import layout
+from retrieval.index.arrays import load_array
 from retrieval.vectors.hnsw import VectorShard, current_version
 from retrieval.vectors.store import VectorStore, passage_hashes, save_npy
 
@@ -110,7 +111,7 @@ def update_shard_vectors(
     vectors.add(np.asarray(rows, dtype=np.int64), found)
     vectors.meta = {**vectors.meta, "passages": "incremental"}  # a later backfill rebuilds it
     passages = layout.passages_file(version_path)
-    held = np.load(passages, allow_pickle=False) if passages.exists() else np.zeros(0, dtype=np.uint64)
+    held = load_array(passages) if passages.exists() else np.zeros(0, dtype=np.uint64)
     save_npy(passages, np.union1d(held.astype(np.uint64), hashes))
     vectors.save(index_path)
     return VectorStep(1, encoded, len(rows))

@@ -33,6 +33,7 @@ from numpy.typing import NDArray
 from core.atomic import write_text, write_with
 from core.errors import ManifestError
 from retrieval.index import layout
+from retrieval.index.arrays import load_array
 
 logger = logging.getLogger(__name__)
 
@@ -126,10 +127,7 @@ class VectorStore:
         self._order = np.argsort(self._hashes, kind="stable")
 
     def _load(self, name: str, part: str) -> NDArray[Any]:
-        array: NDArray[Any] = np.load(
-            layout.segment_file(self.path, name, part), mmap_mode="r", allow_pickle=False
-        )
-        return array
+        return load_array(layout.segment_file(self.path, name, part), mmap_mode="r")
 
     def _drop_uncommitted(self) -> None:
         committed = set(self.segments)
