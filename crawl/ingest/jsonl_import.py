@@ -16,7 +16,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-from core.atomic import staging_dir, temp_sibling, write_text
+from core.atomic import staging_dir, temp_sibling
 from core.docstore import DocStore
 from core.types import Document
 from crawl.ingest.json_documents import BadDocument, document_from_json
@@ -63,7 +63,7 @@ def import_jsonl(paths: list[Path], data_dir: Path) -> ImportSummary:
         # An earlier WARC import's link graph names pages that are no longer here.
         shutil.rmtree(layout.links, ignore_errors=True)
         summary.seconds = time.perf_counter() - started
-        write_text(layout.imported, json.dumps(summary.as_json(), indent=1))
+        summary.record(layout)
     return summary
 
 

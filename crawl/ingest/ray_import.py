@@ -11,13 +11,12 @@ what the local import would. Files and the data directory must be visible to eve
 
 from __future__ import annotations
 
-import json
 import logging
 import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from core.atomic import staging_dir, write_text
+from core.atomic import staging_dir
 from core.crawldir import worker_folder
 from core.deletions import DeletionLog, Removal
 from core.docstore import DocStore
@@ -119,7 +118,7 @@ def ray_import_archives(
             summary.documents = len(DocStore(docs_dir)) - len(removals)
         DeletionLog(layout.deletions).record(removals)  # after the swap: the new docs/ is in place
         summary.seconds = time.perf_counter() - started
-        _write_summary(layout.imported, summary)
+        summary.record(layout)
     return summary
 
 
@@ -146,7 +145,3 @@ def _add(total: ImportSummary, part: ImportSummary) -> None:
     total.damaged.extend(part.damaged)
     for outcome, count in part.outcomes.items():
         total.outcomes[outcome] = total.outcomes.get(outcome, 0) + count
-
-
-def _write_summary(path: Path, summary: ImportSummary) -> None:
-    write_text(path, json.dumps(summary.as_json(), indent=1))

@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import json
 import shutil
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
+from core.atomic import write_text
 from core.crawldir import CrawlDir
 from core.dirlock import DirLock
 from core.errors import ConfigError
@@ -31,6 +33,10 @@ class ImportSummary:
 
     def count(self, outcome: str) -> None:
         self.outcomes[outcome] = self.outcomes.get(outcome, 0) + 1
+
+    def record(self, layout: CrawlDir) -> None:
+        """Write this summary as the directory's ``imported.json``: the mark that an import owns it."""
+        write_text(layout.imported, json.dumps(self.as_json(), indent=1))
 
     def as_json(self) -> dict[str, object]:
         data = asdict(self)

@@ -16,7 +16,6 @@ the second derives the documents.
 from __future__ import annotations
 
 import asyncio
-import json
 import logging
 import time
 from collections import deque
@@ -27,7 +26,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 from urllib.parse import urlsplit
 
-from core.atomic import staging_dir, write_text
+from core.atomic import staging_dir
 from core.docstore import DocStore
 from core.linkgraph import Edge, LinkGraphStore
 from core.settings import CrawlSettings
@@ -95,7 +94,7 @@ def import_archives(
         finally:
             pool.close()
         summary.seconds = time.perf_counter() - started
-        write_text(layout.imported, json.dumps(summary.as_json(), indent=1))
+        summary.record(layout)
     logger.info(
         "Imported %d records of %d files into %d documents (%d damaged)",
         summary.records, summary.files, summary.documents, len(summary.damaged),
