@@ -8,7 +8,7 @@ from typing import Any
 
 from fastapi import Request
 
-from core.errors import ConfigError, QueryError
+from core.errors import BadParameter, ConfigError
 from crawl.run.inspect import inspect_url
 from crawl.urls import canonicalize_url
 from retrieval.query.service import SearchService
@@ -24,10 +24,10 @@ def crawl_dir(request: Request) -> Path:
 def inspection(request: Request, service: SearchService, url: str) -> dict[str, Any]:
     """What the crawl and the serving index know about ``url``."""
     if not url.strip() or len(url) > 4096:
-        raise QueryError("Give a URL of at most 4096 characters, like ?url=https://example.org/page.")
+        raise BadParameter("Give a URL of at most 4096 characters, like ?url=https://example.org/page.")
     canonical = canonicalize_url(url)
     if not canonical:
-        raise QueryError(f"{url!r} is not a URL Trawl can crawl (http or https, with a host).")
+        raise BadParameter(f"{url!r} is not a URL Trawl can crawl (http or https, with a host).")
     crawl_path = request.app.state.settings.api.crawl_data
     report: dict[str, Any] = {"url": url, "canonical_url": canonical}
     if crawl_path is not None:

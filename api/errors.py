@@ -1,11 +1,11 @@
 """Maps Trawl's errors and request validation failures to JSON: ``{"error", "detail"}``.
 
-:data:`HTTP_ERRORS` is the one mapping from error class to (status, code); the tree in
-``core.errors`` draws the same picture. Starlette looks a handler up by the
-exception's MRO, so a class that is not listed gets its nearest listed ancestor's
-answer. Routes raise; they never build error responses themselves. ``BodyTooLarge``
-is not here: ``api.protection``'s middleware raises and answers it (413) outside
-the app. A 500 from this API is a bug.
+:data:`HTTP_ERRORS` is the one mapping from error class to (status, code), every code
+one of ``api.error_codes``' table; the tree in ``core.errors`` draws the same picture.
+Starlette looks a handler up by the exception's MRO, so a class that is not listed gets
+its nearest listed ancestor's answer. Routes raise; they never build error responses
+themselves. ``BodyTooLarge`` is not here: ``api.protection``'s middleware raises and
+answers it (413) outside the app. A 500 from this API is a bug.
 """
 
 from __future__ import annotations
@@ -99,7 +99,9 @@ async def _validation_error(request: Request, exc: Exception) -> JSONResponse:
 
 async def _http_error(request: Request, exc: Exception) -> JSONResponse:
     assert isinstance(exc, StarletteHTTPException)
-    code = {404: "not_found", 405: "method_not_allowed"}.get(exc.status_code, "http_error")
+    code = {404: "not_found", 405: "method_not_allowed", 413: "too_large"}.get(
+        exc.status_code, "bad_request" if exc.status_code < 500 else "internal_error"
+    )
     response = error_response(exc.status_code, code, str(exc.detail))
     response.headers.update(exc.headers or {})  # a 405 names the methods that work (Allow)
     return response

@@ -18,7 +18,7 @@ from fastapi.dependencies.models import Dependant
 from pydantic import BeforeValidator
 from pydantic_core import PydanticCustomError
 
-from core.errors import BadParameter, QueryError
+from core.errors import BadParameter
 
 _DECIMAL = re.compile(r"-?[0-9]{1,20}")
 """Twenty digits hold every 64-bit value; longer is refused before ``int`` reads it."""
@@ -79,7 +79,7 @@ def reject_undeclared_params(request: Request) -> None:
     unknown = sorted(set(request.query_params) - allowed)
     if unknown:
         expected = f"expected one of: {', '.join(sorted(allowed))}" if allowed else "it takes none"
-        raise QueryError(f"Unknown parameter {', '.join(repr(u) for u in unknown)}; {expected}.")
+        raise BadParameter(f"Unknown parameter {', '.join(repr(u) for u in unknown)}; {expected}.")
 
 
 StrictParams = Depends(reject_undeclared_params)

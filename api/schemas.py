@@ -7,6 +7,7 @@ from typing import Any, Self
 from pydantic import BaseModel, Field
 
 from core.types import Hit, SearchResponse
+from retrieval.query.snippets import plain_snippet
 
 
 class HitModel(BaseModel):
@@ -14,17 +15,25 @@ class HitModel(BaseModel):
     url: str
     title: str
     snippet: str = Field(description="HTML-escaped text; query matches wrapped in <mark>…</mark>.")
+    snippet_text: str = Field("", description="The same snippet as plain text (no markup, no escapes).")
+    highlights: list[tuple[int, int]] = Field(
+        default_factory=list,
+        description="Query matches in snippet_text as [start, end) offsets, counted in Unicode code points.",
+    )
     score: float
     explain: dict[str, Any] | None = Field(None, description="Only with explain=true.")
     similar: int = Field(0, description="Near-identical results on this page folded into this one.")
 
     @classmethod
     def from_domain(cls, hit: Hit) -> Self:
+        text, highlights = plain_snippet(hit.snippet)
         return cls(
             doc_id=str(int(hit.doc_id)),
             url=hit.url,
             title=hit.title,
             snippet=hit.snippet,
+            snippet_text=text,
+            highlights=highlights,
             score=hit.score,
             explain=hit.explain,
             similar=hit.similar,
@@ -70,6 +79,11 @@ class SearchResponseModel(BaseModel):
         "are not searched; a short query searches them in titles and headings. A ranker with "
         "vectors still reads the whole query.",
     )
+    query_truncated: str | None = Field(
+        None,
+        description="Set when the query was longer than the service reads (characters or words): "
+        "what was cut, in words. The results are those of the shortened query.",
+    )
     results: list[HitModel]
 
     @classmethod
@@ -101,6 +115,7 @@ class SearchResponseModel(BaseModel):
             suggestion=response.suggestion,
             rewritten_from=response.rewritten_from,
             ignored_words=list(response.ignored_words),
+            query_truncated=q.truncated or None,
             results=[HitModel.from_domain(h) for h in response.hits],
         )
 

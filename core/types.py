@@ -67,6 +67,8 @@ class Query:
     filetype: str | None = None
     expansions: tuple[tuple[str, float], ...] = ()
     """Query-time synonyms of the free terms: (text, weight relative to the term's own)."""
+    truncated: str = ""
+    """What was cut from an over-long query, in words for the person who typed it ("" when nothing)."""
 
     @property
     def is_empty(self) -> bool:

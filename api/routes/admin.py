@@ -13,7 +13,7 @@ from api.params import StrictParams
 from api.protection import AdminDep
 from core.blocklist import BlockList, BlockRule, block
 from core.crawldir import CrawlDir
-from core.errors import ManifestError, NothingToRollBack, QueryError, UnknownGeneration
+from core.errors import BadParameter, ManifestError, NothingToRollBack, UnknownGeneration
 from retrieval.index.manifest import is_generation_id
 from retrieval.index.root import IndexRoot
 
@@ -68,7 +68,7 @@ def publish(
     elsewhere: a serving generation gone from disk). 409 while another writer holds the root."""
     root = _writer(request)
     if not is_generation_id(body.generation):
-        raise QueryError(f"{body.generation!r} is not a generation id; see GET /v1/index/generations.")
+        raise BadParameter(f"{body.generation!r} is not a generation id; see GET /v1/index/generations.")
     try:
         root.publish(body.generation)
     except ManifestError as exc:
@@ -133,5 +133,5 @@ def remove_block(
     """Drop the rules with this value; returns the rules left."""
     rules = BlockList(CrawlDir(crawl_dir(request)).blocklist)
     if not rules.remove(value):
-        raise QueryError(f"No block rule for {value!r}.")
+        raise BadParameter(f"No block rule for {value!r}.")
     return [_model(r) for r in rules.rules()]

@@ -35,13 +35,13 @@ from api.params import StrictParams
 from api.schemas import ErrorModel
 from core.crawldir import CrawlDir
 from core.errors import (
+    BadParameter,
     CrawlDataMissing,
     CrawlError,
     PushHostNotCrawled,
     PushKeyRejected,
     PushThrottled,
     PushUrlsRejected,
-    QueryError,
 )
 from core.settings import CrawlSettings
 from crawl.fetch.fetcher import make_client
@@ -109,9 +109,9 @@ def _split_host(host: str) -> tuple[str, int | None]:
         parts = urlsplit(f"//{host.strip()}")
         name, port = parts.hostname, parts.port
     except ValueError as exc:
-        raise QueryError(f"host {host!r} is not a host name: {exc}") from None
+        raise BadParameter(f"host {host!r} is not a host name: {exc}") from None
     if not name or parts.path or parts.query:
-        raise QueryError(f"host {host!r} is not a host name, like example.org.")
+        raise BadParameter(f"host {host!r} is not a host name, like example.org.")
     return name, port
 
 
@@ -134,7 +134,7 @@ def _key_location(key_location: str, canonical: list[str], host: str) -> str:
     URL must lie under its directory: ``/catalog/k.txt`` vouches for ``/catalog/…`` only."""
     location = canonicalize_url(key_location) if len(key_location) <= 4096 else ""
     if not location:
-        raise QueryError(f"keyLocation {key_location[:200]!r} is not an http(s) URL.")
+        raise BadParameter(f"keyLocation {key_location[:200]!r} is not an http(s) URL.")
     parts = urlsplit(location)
     if parts.query:
         raise PushUrlsRejected(f"keyLocation {location[:200]!r} has a query: it must name a file.")
@@ -160,13 +160,13 @@ def _checked(host: str, key: str, key_location: str | None, urls: list[str]) -> 
     Without ``keyLocation`` the key file is ``/{key}.txt`` at each origin the URLs are on
     (``http`` and ``https`` of one host are two origins, each proven on its own)."""
     if not _KEY.fullmatch(key):
-        raise QueryError("The key must be 8 to 128 characters of a-z, A-Z, 0-9 and '-'.")
+        raise BadParameter("The key must be 8 to 128 characters of a-z, A-Z, 0-9 and '-'.")
     name, port = _split_host(host)
     canonical = []
     for url in urls:
         found = canonicalize_url(url) if len(url) <= 4096 else ""
         if not found:
-            raise QueryError(f"{url[:200]!r} is not an http(s) URL with a host.")
+            raise BadParameter(f"{url[:200]!r} is not an http(s) URL with a host.")
         canonical.append(found)
     foreign = [u for u in canonical if not _of_host(u, name, port)]
     if foreign:
@@ -321,7 +321,7 @@ async def notify_one(
     except ValueError:  # e.g. "http://[::1/": urlsplit refuses a broken IPv6 host
         netloc = ""
     if not netloc:
-        raise QueryError(f"{url[:200]!r} is not an http(s) URL with a host.")
+        raise BadParameter(f"{url[:200]!r} is not an http(s) URL with a host.")
     return await _accept(request, netloc.rpartition("@")[2], key, key_location, [url])
 
 

@@ -11,7 +11,7 @@ from api.deps import SearchDep, in_search_thread
 from api.experiments import search_with_experiments
 from api.params import StrictInt, StrictParams
 from api.schemas import ErrorModel, SearchResponseModel
-from core.errors import QueryError
+from core.errors import BadParameter
 from retrieval.query.request import SearchRequest
 
 router = APIRouter(dependencies=[StrictParams])
@@ -54,7 +54,7 @@ async def search(
     """Search the serving generation. The search itself runs in a worker thread (ranking may
     encode the query with a model: CPU work), a bounded number at once (``in_search_thread``)."""
     if cursor is None and q is None:
-        raise QueryError("Parameter 'q' is required (or 'cursor' to continue a search).")
+        raise BadParameter("Parameter 'q' is required (or 'cursor' to continue a search).")
 
     search = SearchRequest(
         q,

@@ -28,7 +28,7 @@ from pathlib import Path
 from typing import Any
 
 from core import atomic
-from core.errors import ConfigError, QueryError
+from core.errors import BadParameter, ConfigError
 from core.settings import SearchSettings
 from retrieval.index.layout import cursor_key_file, store_root
 
@@ -62,9 +62,9 @@ def _unb64(text: str) -> bytes:
 def _bounded_int(data: dict[str, Any], name: str, low: int, high: int, what: str) -> int:
     value = data.get(name)
     if type(value) is not int:  # JSON floats (1e308, Infinity) and booleans are not offsets
-        raise QueryError(f"The cursor is not valid ({what} is not a whole number); {START_AGAIN}.")
+        raise BadParameter(f"The cursor is not valid ({what} is not a whole number); {START_AGAIN}.")
     if not low <= value <= high:
-        raise QueryError(f"The cursor's {what} {value} is out of range ({low} to {high}); {START_AGAIN}.")
+        raise BadParameter(f"The cursor's {what} {value} is out of range ({low} to {high}); {START_AGAIN}.")
     return value
 
 
@@ -126,29 +126,29 @@ class CursorCodec:
         return f"{_b64(payload)}.{_b64(self._mac(cursor.generation, payload))}"
 
     def decode(self, token: str) -> Cursor:
-        """The cursor in ``token``; a QueryError (HTTP 400) saying what is wrong otherwise."""
+        """The cursor in ``token``; a BadParameter (HTTP 400) saying what is wrong otherwise."""
         if len(token) > MAX_CURSOR_CHARS:
-            raise QueryError(f"The cursor is too long; {START_AGAIN}.")
+            raise BadParameter(f"The cursor is too long; {START_AGAIN}.")
         try:
             payload_text, mac_text = token.split(".")
             payload, mac = _unb64(payload_text), _unb64(mac_text)
             data = json.loads(payload)
             generation = data["g"]
         except (binascii.Error, ValueError, KeyError, TypeError, UnicodeDecodeError) as exc:
-            raise QueryError(f"The cursor is not valid; {START_AGAIN}.") from exc
+            raise BadParameter(f"The cursor is not valid; {START_AGAIN}.") from exc
         if not isinstance(generation, str) or not hmac.compare_digest(mac, self._mac(generation, payload)):
-            raise QueryError(f"The cursor was not made by this service or was altered; {START_AGAIN}.")
+            raise BadParameter(f"The cursor was not made by this service or was altered; {START_AGAIN}.")
         if not isinstance(data.get("q"), str) or not isinstance(data.get("r"), str):
-            raise QueryError(f"The cursor is not valid; {START_AGAIN}.")
+            raise BadParameter(f"The cursor is not valid; {START_AGAIN}.")
         size = _bounded_int(data, "s", 1, self.max_size, "page size")
         offset = _bounded_int(data, "o", size, max(size, self.max_depth - size), "depth")
         if offset % size:
-            raise QueryError(f"The cursor's depth {offset} is not a whole number of pages; {START_AGAIN}.")
+            raise BadParameter(f"The cursor's depth {offset} is not a whole number of pages; {START_AGAIN}.")
         filters = data.get("f", [None, None, None])
         if (
             not isinstance(filters, list)
             or len(filters) != 3
             or any(f is not None and not isinstance(f, str) for f in filters)
         ):
-            raise QueryError(f"The cursor is not valid; {START_AGAIN}.")
+            raise BadParameter(f"The cursor is not valid; {START_AGAIN}.")
         return Cursor(generation, data["q"], data["r"], offset, size, *filters)

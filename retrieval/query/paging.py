@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import dataclasses
 
-from core.errors import BadParameter, QueryError
+from core.errors import BadParameter
 from core.settings import SearchSettings
 from retrieval.query.cursor import Cursor, CursorCodec
 from retrieval.query.request import PageRequest, SearchRequest
@@ -46,7 +46,7 @@ class Pager:
         different one beside the cursor would mix two lists (and the cursor alone, as
         clients send it, must not drop them)."""
         if request.size is not None and request.size != pinned.size:
-            raise QueryError("size cannot change while following a cursor; start the search again.")
+            raise BadParameter("size cannot change while following a cursor; start the search again.")
         checks = (
             ("site", request.site, pinned.site, normalize_site),
             ("lang", request.lang, pinned.lang, normalize_lang),
@@ -54,7 +54,7 @@ class Pager:
         )
         for name, given, kept, norm in checks:
             if given and (not kept or norm(given) != norm(kept)):
-                raise QueryError(
+                raise BadParameter(
                     f"{name} cannot change while following a cursor (it pages through the list "
                     f"{name}={kept or '(none)'} selected); start the search again."
                 )

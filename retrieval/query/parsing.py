@@ -6,7 +6,7 @@ import dataclasses
 from collections import Counter
 from typing import Any, Self
 
-from core.errors import QueryError
+from core.errors import BadParameter, QueryError
 from core.settings import SearchSettings
 from core.types import Query
 from retrieval.index.lexical_query import analysed
@@ -35,12 +35,16 @@ class QueryParser:
             raise QueryError("The query is empty: type one or more words to search for.")
         query = parse_query(request.q, max_chars=self.max_chars, max_terms=self.max_terms)
         updates: dict[str, Any] = {}
-        if request.site:
-            updates["site"] = normalize_site(request.site)
-        if request.lang:
-            updates["lang"] = normalize_lang(request.lang)
-        if request.filetype:
-            updates["filetype"] = normalize_filetype(request.filetype)
+        for name, value, norm in (
+            ("site", request.site, normalize_site),
+            ("lang", request.lang, normalize_lang),
+            ("filetype", request.filetype, normalize_filetype),
+        ):
+            if value:
+                try:
+                    updates[name] = norm(value)
+                except QueryError as exc:  # the same rule as the operator, but a parameter's value
+                    raise BadParameter(str(exc).replace(f"{name}:", f"{name}=")) from exc
         query = dataclasses.replace(query, **updates) if updates else query
         return self.synonyms.expand(query) if self.synonyms is not None else query
 

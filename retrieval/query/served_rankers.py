@@ -12,7 +12,7 @@ from collections.abc import Callable, Mapping
 import numpy as np
 from numpy.typing import NDArray
 
-from core.errors import QueryError
+from core.errors import BadParameter
 from core.settings import SearchSettings
 from core.types import Query
 from retrieval.index.generation import Generation
@@ -106,11 +106,11 @@ class ServedRankers:
         available = self.names(generation)
         if name not in available:
             if name in self.stages:
-                raise QueryError(
+                raise BadParameter(
                     f"Ranker {name!r} needs vectors, which generation {generation.id} does not have "
                     f"(run `trawl embed`); available: {', '.join(available)}."
                 )
-            raise QueryError(f"Unknown ranker {name!r}; expected one of: {', '.join(available)}.")
+            raise BadParameter(f"Unknown ranker {name!r}; expected one of: {', '.join(available)}.")
         return self.stages[name]
 
     def query_vector(

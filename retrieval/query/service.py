@@ -19,7 +19,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any, Self
 
-from core.errors import IndexStateError, QueryError, ShardUnavailable
+from core.errors import BadParameter, IndexStateError, QueryError, ShardUnavailable
 from core.settings import SearchSettings
 from core.types import DocId, Query, SearchResponse
 from retrieval.index.generation import Generation, GenerationSet
@@ -196,7 +196,7 @@ class SearchService:
         with self.generations.using(pinned.generation if pinned else None) as generation:
             if generation is None:
                 assert pinned is not None  # the serving generation is always open
-                raise QueryError(
+                raise BadParameter(
                     f"The cursor belongs to generation {pinned.generation}, which is no longer served; "
                     "start the search again."
                 )

@@ -168,3 +168,26 @@ def _escape_cut(text: str, start: int, max_chars: int) -> str:
         space = piece.rfind(" ")
         piece = (piece[:space] if space > max_chars // 2 else piece) + " …"
     return html.escape(piece, quote=True)
+
+
+def plain_snippet(snippet: str) -> tuple[str, list[tuple[int, int]]]:
+    """The text of a snippet made by :func:`make_snippet` and its highlights as ``[start, end)``
+    offsets in code points, for API clients that render their own way.
+
+    >>> plain_snippet('Air &lt;b&gt;<mark>flows</mark>&lt;/b&gt; over')
+    ('Air <b>flows</b> over', [(7, 12)])
+    """
+    text: list[str] = []
+    ranges: list[tuple[int, int]] = []
+    length = 0
+    for number, piece in enumerate(snippet.split("<mark>")):
+        marked, _, rest = piece.partition("</mark>") if number else ("", "", piece)
+        if marked:
+            word = html.unescape(marked)
+            ranges.append((length, length + len(word)))
+            text.append(word)
+            length += len(word)
+        tail = html.unescape(rest)
+        text.append(tail)
+        length += len(tail)
+    return "".join(text), ranges

@@ -96,6 +96,9 @@ def parse_query(raw: str, *, max_chars: int = 2048, max_terms: int = 64) -> Quer
     if not isinstance(raw, str):
         raise QueryError("The query must be text.")
     text = clean_text(raw, max_chars)
+    cut: list[str] = []
+    if len(raw) > max_chars and len(clean_text(raw, max_chars + 1)) > max_chars:
+        cut.append(f"only its first {max_chars:,} characters were read")
     terms: list[str] = []
     phrases: list[str] = []
     excluded: list[str] = []
@@ -137,7 +140,9 @@ def parse_query(raw: str, *, max_chars: int = 2048, max_terms: int = 64) -> Quer
             excluded.extend(words)
         else:
             terms.extend(words)
-    if len(terms) + len(phrases) > max_terms:
+    if len(terms) + len(phrases) > max_terms or len(excluded) > max_terms:
+        dropped = [*terms[max(0, max_terms - len(phrases)) :], *phrases[max_terms:], *excluded[max_terms:]]
+        cut.append(f"only its first {max_terms} words and phrases were searched ({len(dropped)} left out)")
         terms = terms[: max(0, max_terms - len(phrases))]
         phrases = phrases[:max_terms]
     query = Query(
@@ -148,6 +153,7 @@ def parse_query(raw: str, *, max_chars: int = 2048, max_terms: int = 64) -> Quer
         site=site,
         lang=lang,
         filetype=filetype,
+        truncated=("The query is too long: " + "; ".join(cut) + ".") if cut else "",
     )
     if query.is_empty and not (site or lang or filetype):
         if excluded:

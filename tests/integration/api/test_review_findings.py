@@ -211,7 +211,7 @@ def test_an_unparsable_indexnow_url_is_400(tmp_path: Path, index_dir: Path, url:
     with TestClient(create_app(settings, index_dir=index_dir), raise_server_exceptions=False) as client:
         answer = client.get("/indexnow", params={"url": url, "key": "a1b2c3d4-key"})
     assert answer.status_code == 400, answer.text
-    assert answer.json()["error"] == "bad_query"
+    assert answer.json()["error"] == "bad_parameter"
 
 
 def test_an_experiment_naming_an_unknown_ranker_stops_the_start(tmp_path: Path, index_dir: Path) -> None:

@@ -43,7 +43,11 @@ def test_search_returns_ranked_highlighted_results(client: httpx.Client) -> None
     assert body["total"] == 2 and body["page"] == 1
     assert [x["url"] for x in body["results"]][0] == "https://docs.python.org/3/tutorial/datastructures.html"
     first = body["results"][0]
-    assert set(first) == {"doc_id", "url", "title", "snippet", "score", "explain", "similar"}
+    assert set(first) == {
+        "doc_id", "url", "title", "snippet", "snippet_text", "highlights", "score", "explain", "similar"
+    }  # fmt: skip
+    text, spans = first["snippet_text"], first["highlights"]
+    assert "<" not in text and [text[a:b] for a, b in spans][:2] == ["List", "comprehensions"]
     assert first["explain"] is None
     assert body["generation"] and body["partial"] is False and body["missing_shards"] == []
     assert "<mark>List</mark> <mark>comprehensions</mark>" in first["snippet"]
@@ -59,15 +63,15 @@ def test_page_markup_never_reaches_results(client: httpx.Client) -> None:
     ("params", "status", "error"),
     [
         ({"q": ""}, 400, "bad_query"),
-        ({}, 400, "bad_query"),
-        ({"q": "x", "ranker": "magic"}, 400, "bad_query"),
-        ({"q": "x", "cursor": "not-a-cursor"}, 400, "bad_query"),
+        ({}, 400, "bad_parameter"),
+        ({"q": "x", "ranker": "magic"}, 400, "bad_parameter"),
+        ({"q": "x", "cursor": "not-a-cursor"}, 400, "bad_parameter"),
         ({"q": "x", "explain": "maybe"}, 400, "bad_parameter"),
-        ({"q": "x", "site": "exa mple"}, 400, "bad_query"),
+        ({"q": "x", "site": "exa mple"}, 400, "bad_parameter"),
         ({"q": "x", "page": "0"}, 400, "bad_parameter"),
         ({"q": "x", "page": "abc"}, 400, "bad_parameter"),
         ({"q": "x", "size": "1000"}, 400, "bad_parameter"),
-        ({"q": "x", "sort": "date"}, 400, "bad_query"),
+        ({"q": "x", "sort": "date"}, 400, "bad_parameter"),
         ({"q": "lang:klingon-tongue"}, 400, "bad_query"),
     ],
 )
@@ -302,3 +306,13 @@ def test_words_the_index_does_not_hold_are_named(client: httpx.Client, q: str, i
         assert f"Very common words of a long query are not searched: {', '.join(ignored)}." in page
     else:
         assert 'id="ignored"' not in page
+
+
+def test_a_query_longer_than_the_service_reads_says_what_was_cut(client: httpx.Client) -> None:
+    long = "dough " * 500  # 3,000 characters; the first 2,048 hold 342 words (the last one "do")
+    body = client.get("/v1/search", params={"q": long}).json()
+    assert body["results"] and body["query_truncated"] == (
+        "The query is too long: only its first 2,048 characters were read; "
+        "only its first 64 words and phrases were searched (278 left out)."
+    )
+    assert client.get("/v1/search", params={"q": "dough"}).json()["query_truncated"] is None

@@ -44,7 +44,7 @@ def test_every_json_route_refuses_a_parameter_it_does_not_take(client: TestClien
         url = path.replace("{doc_id}", "1")
         answer = client.request(method, url, params={"pgae": "2"})
         assert answer.status_code == 400, (method, path, answer.status_code, answer.text)
-        assert answer.json()["error"] == "bad_query"
+        assert answer.json()["error"] == "bad_parameter"
         assert "'pgae'" in answer.json()["detail"], (method, path)
 
 

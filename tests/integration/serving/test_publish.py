@@ -101,7 +101,7 @@ def test_publish_during_queries_loses_nothing_and_rollback_restores(
     assert (bad.status_code, bad.json()["error"]) == (404, "unknown_generation")
     assert "does not exist" in bad.json()["detail"]
     malformed = client.post("/v1/index/publish", json={"generation": "../x"}, headers={"X-API-Key": KEY})
-    assert (malformed.status_code, malformed.json()["error"]) == (400, "bad_query")
+    assert (malformed.status_code, malformed.json()["error"]) == (400, "bad_parameter")
     assert client.get("/v1/search", params={"q": "flow"}).json()["generation"] == first
 
 
