@@ -40,6 +40,11 @@ class HitModel(BaseModel):
         )
 
 
+class FacetModel(BaseModel):
+    value: str = Field(description="Pass as the facet's filter (host → site=, filetype=, lang=) to narrow.")
+    count: int = Field(description="Results of the query with that value (what the filter then finds).")
+
+
 class ParsedQueryModel(BaseModel):
     terms: list[str]
     phrases: list[str]
@@ -83,6 +88,12 @@ class SearchResponseModel(BaseModel):
         None,
         description="Set when the query was longer than the service reads (characters or words): "
         "what was cut, in words. The results are those of the shortened query.",
+    )
+    facets: dict[str, list[FacetModel]] | None = Field(
+        None, description="Only with facets=: per facet, its values over every result, largest first."
+    )
+    facets_missing_shards: list[int] = Field(
+        default_factory=list, description="Shards whose results the facet counts leave out."
     )
     results: list[HitModel]
 

@@ -10,8 +10,9 @@ from api import metrics
 from api.deps import SearchDep, in_search_thread
 from api.experiments import search_with_experiments
 from api.params import StrictInt, StrictParams
-from api.schemas import ErrorModel, SearchResponseModel
+from api.schemas import ErrorModel, FacetModel, SearchResponseModel
 from core.errors import BadParameter
+from retrieval.query.facets import parse_facets
 from retrieval.query.request import SearchRequest
 
 router = APIRouter(dependencies=[StrictParams])
@@ -50,6 +51,10 @@ async def search(
     spell: Annotated[
         bool, Query(description="Spelling suggestions and rewrites; false: search exactly what was typed.")
     ] = True,
+    facets: Annotated[
+        str | None,
+        Query(max_length=64, description="Count results per value: host, filetype, lang (comma-separated)."),
+    ] = None,
 ) -> Response:
     """Search the serving generation. The search itself runs in a worker thread (ranking may
     encode the query with a model: CPU work), a bounded number at once (``in_search_thread``)."""
@@ -69,13 +74,19 @@ async def search(
         spell=spell,
     )
 
+    facet_names = parse_facets(facets)
+
     def run() -> Response:
         outcome = search_with_experiments(request, service, search)
         response = outcome.response
         metrics.record_search(response, entry="api")
-        http = Response(
-            SearchResponseModel.from_domain(response).model_dump_json(), media_type="application/json"
-        )
+        model = SearchResponseModel.from_domain(response)
+        if facet_names:
+            counted, missing = service.facets(response.query, facet_names)
+            model.facets = {name: [FacetModel(value=v.value, count=v.count) for v in values]
+                            for name, values in counted.items()}  # fmt: skip
+            model.facets_missing_shards = missing
+        http = Response(model.model_dump_json(), media_type="application/json")
         outcome.apply(http)
         return http
 

@@ -36,6 +36,7 @@ from core.types import DocId
 from crawl.state.host_health import host_health
 from retrieval.index.generation import Generation
 from retrieval.query.explain import bm25_breakdown
+from retrieval.query.facets import FILTER_OF
 from retrieval.query.request import SearchRequest
 from retrieval.query.service import SearchService
 from retrieval.query.shard_backend import LocalShard
@@ -138,13 +139,50 @@ async def search_page(
     query: PageQueryDep,
     page: Annotated[str, Query(max_length=10)] = "1",
     spell: Annotated[str, Query(max_length=5)] = "",
+    size: Annotated[str, Query(max_length=10)] = "",
 ) -> HTMLResponse:
     """The home page and its results, rendered in a search thread (as ``/v1/search``)."""
-    return await in_search_thread(request, lambda: _render_search_page(request, service, query, page, spell))
+    return await in_search_thread(
+        request, lambda: _render_search_page(request, service, query, page, spell, size)
+    )
+
+
+PAGE_LINKS = 10
+"""Page numbers shown under the results: a window of ten around the current page."""
+FACETS_SHOWN = 8
+
+
+def page_numbers(current: int, pages: int) -> list[int]:
+    """The numbered links: ten pages, the current one fourth where there is room."""
+    first = max(1, min(current - 3, pages - PAGE_LINKS + 1))
+    return list(range(first, min(pages, first + PAGE_LINKS - 1) + 1))
+
+
+def _facet_links(service: SearchService, parsed: Any, query: PageQuery, link: Any) -> list[dict[str, Any]]:
+    """Per facet with two or more values (or one chosen): its values as links that narrow to it."""
+    counted, _missing = service.facets(parsed, list(FILTER_OF), limit=FACETS_SHOWN)
+    groups = []
+    for name, values in counted.items():
+        chosen = query.filters[FILTER_OF[name]]
+        if len(values) < 2 and not chosen:
+            continue
+        groups.append(
+            {
+                "name": {"host": "Sites", "filetype": "File types", "lang": "Languages"}[name],
+                "id": f"facet-{name}",
+                "values": [
+                    {"value": v.value, "count": v.count, "url": link(**{FILTER_OF[name]: v.value})}
+                    for v in values
+                ],
+                "clear_url": link(**{FILTER_OF[name]: ""}) if chosen else None,
+                "chosen": chosen,
+            }
+        )
+    return groups
 
 
 def _render_search_page(
-    request: Request, service: SearchService, query: PageQuery, page: str, spell: str
+    request: Request, service: SearchService, query: PageQuery, page: str, spell: str, size: str = ""
 ) -> HTMLResponse:
     q = query.q
     spelling = spell != "0"  # spell=0: "Search instead for" the query exactly as typed
@@ -163,9 +201,12 @@ def _render_search_page(
     if q.strip():
         try:
             number = parse_int(page, "page", 1, service.settings.max_page)
-            search = dataclasses.replace(
-                query.search, page=number, size=service.settings.default_page_size, spell=spelling
+            per_page = (
+                parse_int(size, "size", 1, service.settings.max_page_size)
+                if size
+                else service.settings.default_page_size
             )
+            search = dataclasses.replace(query.search, page=number, size=per_page, spell=spelling)
             outcome = search_with_experiments(request, service, search)
             response = outcome.response
             metrics.record_search(response, entry="web")
@@ -175,9 +216,17 @@ def _render_search_page(
         else:
             pages = min(service.settings.max_page, math.ceil(response.total / response.size))
             kept = query.kept
+            sized = {"size": str(per_page)} if size else {}
 
             def page_url(n: int) -> str:
-                return "/?" + urlencode({"q": q, **kept, "page": n, **({} if spelling else {"spell": "0"})})
+                return "/?" + urlencode(
+                    {"q": q, **kept, **sized, "page": n, **({} if spelling else {"spell": "0"})}
+                )
+
+            def narrowed(**change: str) -> str:
+                """This search with one filter set (or cleared), from its first page."""
+                filters = {k: v for k, v in {**kept, **change}.items() if v}
+                return "/?" + urlencode({"q": q, **filters, **sized})
 
             # The explain page links back to this very page: its number and spelling choice.
             came_from = {
@@ -205,6 +254,10 @@ def _render_search_page(
                 prev_url=page_url(response.page - 1) if response.page > 1 else None,
                 next_url=page_url(response.page + 1) if response.page < pages else None,
                 pages=pages,
+                page_links=[(n, page_url(n), n == response.page) for n in page_numbers(response.page, pages)]
+                if pages > 1
+                else [],
+                facets=_facet_links(service, response.query, query, narrowed),
                 suggestion_url=search_url(response.suggestion),
                 original_url=search_url(response.rewritten_from, spell="0"),
             )

@@ -195,6 +195,13 @@ class LexicalShard:
         self._remember(hits, addresses)
         return LexicalResult(int(getattr(result, "count", 0) or 0), hits, tuple(addresses))
 
+    def facet_counts(self, query: Query, field: str) -> dict[str, int]:
+        """How many documents the query matches hold each term of ``field`` (a facet)."""
+        tq = self.build_query(query)
+        if tq is None:
+            return {}
+        return dict(self._searcher.terms_with_prefix(field, "", filter_query=tq))
+
     def field_scores(
         self, query: Query, doc_ids: Sequence[DocId], *, stats: CorpusStats | None = None
     ) -> dict[str, dict[DocId, float]]:

@@ -27,6 +27,7 @@ from retrieval.index.watch import FileWatch
 from retrieval.query.cache import TtlLruCache
 from retrieval.query.correction import SpellingCorrector
 from retrieval.query.cursor import CursorCodec
+from retrieval.query.facets import FACET_FIELDS, FacetValue, top_values
 from retrieval.query.paging import Pager
 from retrieval.query.parsing import QueryParser, normalized, ranking_text
 from retrieval.query.ranking import RankStage
@@ -34,7 +35,7 @@ from retrieval.query.request import PageRequest, RequestBudget, SearchRequest
 from retrieval.query.results import page_hits, with_ignored_words
 from retrieval.query.retriever import Retriever
 from retrieval.query.served_rankers import QueryEncoder, ServedRankers
-from retrieval.query.shard_backend import ShardBackend
+from retrieval.query.shard_backend import LocalShard, ShardBackend
 
 logger = logging.getLogger(__name__)
 
@@ -156,6 +157,26 @@ class SearchService:
     def parse(self, request: SearchRequest) -> Query:
         """The request's query as the ranking reads it (filters and synonyms included)."""
         return self.parser.parse(request)
+
+    def facets(
+        self, query: Query, names: Sequence[str], *, limit: int = 10
+    ) -> tuple[dict[str, list[FacetValue]], list[int]]:
+        """Counts per value of each facet over every result of ``query`` (``retrieval.query.facets``),
+        and the shards that could not count (remote, or out of service): their results are not in it."""
+        counts: dict[str, list[dict[str, int]]] = {name: [] for name in names}
+        missing: list[int] = []
+        with self.generations.using() as generation:
+            assert generation is not None  # the serving generation is always open
+            for shard_id, replicas in enumerate(generation.broker.shards):
+                counter = next((r for r in replicas if isinstance(r, LocalShard) and r.failed is None), None)
+                try:
+                    if counter is None:
+                        raise ShardUnavailable(f"shard {shard_id} cannot count facets here")
+                    for name in names:
+                        counts[name].append(counter.facet_counts(query, FACET_FIELDS[name]))
+                except ShardUnavailable:
+                    missing.append(shard_id)
+        return {name: top_values(name, counts[name], limit) for name in names}, missing
 
     # -- the request ------------------------------------------------------------------
 

@@ -154,6 +154,10 @@ class LocalShard:
         with self._serving():
             return self._candidates(request)
 
+    def facet_counts(self, query: Query, field: str) -> dict[str, int]:
+        with self._serving():
+            return self.lexical.facet_counts(query, field)
+
     def _candidates(self, request: ShardRequest) -> ShardReply:
         total_holder: list[int] = []
         vector = self.vector  # once: a check may drop it meanwhile

@@ -194,7 +194,9 @@ def test_search_page_renders_results_and_paging(client: httpx.Client) -> None:
 def test_openapi_documents_search(client: httpx.Client) -> None:
     spec = client.get("/openapi.json").json()
     params = {p["name"] for p in spec["paths"]["/v1/search"]["get"]["parameters"]}
-    assert params == {"q", "page", "size", "site", "lang", "filetype", "ranker", "explain", "cursor", "spell"}
+    assert params == {
+        "q", "page", "size", "site", "lang", "filetype", "ranker", "explain", "cursor", "spell", "facets"
+    }  # fmt: skip
 
 
 def test_second_identical_query_is_served_from_cache(client: httpx.Client) -> None:
@@ -258,6 +260,8 @@ def test_out_of_range_paging_says_the_same_thing_everywhere(client: httpx.Client
     web = {v: client.get("/", params={"q": "python", "page": v}) for v in ("-1", "abc")}
     assert "page=-1 is out of range; use 1 to 100" in web["-1"].text
     assert "page=&#39;abc&#39; is not a whole number; use 1 to 100" in web["abc"].text
+    refused = client.get("/", params={"q": "python", "size": "1000"})
+    assert refused.status_code == 400 and "size=1000 is out of range; use 1 to 50." in refused.text
     excluded = client.get("/", params={"q": "-async"})
     assert excluded.status_code == 400 and "needs at least one word to look for" in excluded.text
 
@@ -316,3 +320,39 @@ def test_a_query_longer_than_the_service_reads_says_what_was_cut(client: httpx.C
         "only its first 64 words and phrases were searched (278 left out)."
     )
     assert client.get("/v1/search", params={"q": "dough"}).json()["query_truncated"] is None
+
+
+def test_facets_count_every_result_per_host_and_narrow_with_the_filter(client: httpx.Client) -> None:
+    body = client.get("/v1/search", params={"q": "python OR bread", "facets": "host,filetype,lang"}).json()
+    hosts = {f["value"]: f["count"] for f in body["facets"]["host"]}
+    assert hosts and "org" not in hosts and "python.org" not in hosts  # suffixes only, not hosts
+    assert sum(hosts.values()) == body["total"]  # no host is a subdomain of another in SMALL_WEB
+    host, count = next(iter(hosts.items()))
+    narrowed = client.get("/v1/search", params={"q": "python OR bread", "site": host}).json()
+    assert narrowed["total"] == count
+    assert body["facets_missing_shards"] == [] and set(body["facets"]) == {"host", "filetype", "lang"}
+    assert client.get("/v1/search", params={"q": "bread"}).json()["facets"] is None
+    bad = client.get("/v1/search", params={"q": "bread", "facets": "host,colour"})
+    assert (bad.status_code, bad.json()["error"]) == (400, "bad_parameter") and "'colour'" in bad.text
+
+
+def test_the_page_numbers_its_pages_and_narrows_by_site(client: httpx.Client) -> None:
+    import re
+
+    total = client.get("/v1/search", params={"q": "list", "size": 1}).json()["total"]
+    page = client.get("/", params={"q": "list", "size": "1", "page": "2"}).text
+    numbers = re.findall(r'<a class="page" href="[^"]*page=(\d+)[^"]*">(\d+)</a>', page)
+    assert [int(n) for n, _ in numbers] == [n for n in range(1, total + 1) if n != 2]
+    assert (
+        all(a == b for a, b in numbers) and '<span class="page current" aria-current="page">2</span>' in page
+    )
+    assert all("size=1" in href for href in re.findall(r'class="page" href="([^"]*)"', page))
+    both = client.get("/", params={"q": "python OR bread"}).text
+    sites = re.findall(r'<p id="facet-host">(.*?)</p>', both, re.S)
+    assert sites and "docs.python.org" in sites[0] and "example.org" in sites[0]
+    link = re.search(r'href="([^"]*site=example.org[^"]*)"', sites[0])
+    assert link is not None
+    narrowed = client.get(link.group(1).replace("&amp;", "&")).text
+    assert 'value="example.org"' in narrowed and "docs.python.org/" not in narrowed
+    long = client.get("/", params={"q": "bread " * 400}).text
+    assert 'id="truncated"' in long and "only its first 2,048 characters were read" in long
