@@ -28,7 +28,7 @@ from api.errors import register_error_handlers
 from api.experiments import check_rankers, open_experiments
 from api.protection import ProtectionMiddleware
 from api.push import PushWriter
-from api.routes import admin, crawl, documents, experiments, health, indexnow, push, search, web
+from api.routes import admin, crawl, documents, experiments, health, indexnow, push, search, suggest, web
 from core.errors import ConfigError
 from core.settings import Settings
 from retrieval.query.service import SearchService
@@ -109,6 +109,7 @@ def create_app(settings: Settings, *, index_dir: Path, shard_urls: str | None = 
     app.state.ready = False
     register_error_handlers(app)
     app.include_router(search.router)
+    app.include_router(suggest.router)
     app.include_router(documents.router)
     app.include_router(push.router)
     app.include_router(admin.router)

@@ -50,6 +50,13 @@ def parse_int(text: str, name: str, low: int, high: int) -> int:
     return value
 
 
+def in_range(value: int, name: str, low: int, high: int) -> int:
+    """``value`` (a :data:`StrictInt`) when in ``[low, high]``, else :func:`parse_int`'s refusal."""
+    if not low <= value <= high:
+        raise BadParameter(f"{name}={value} is out of range; use {low} to {high}.")
+    return value
+
+
 def parse_doc_id(text: str, name: str = "doc_id") -> int:
     """A document id as the API prints it (a decimal string, 1 to 2^63 - 1)."""
     if not _DECIMAL.fullmatch(text) or not 0 < int(text) <= DOC_ID_MAX:
