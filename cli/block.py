@@ -8,14 +8,14 @@ from pathlib import Path
 from typing import Annotated
 
 import typer
-from rich.console import Console
 from rich.table import Table
 
+from cli.console import make_console
 from core.blocklist import BlockList, block
 from core.crawldir import CrawlDir
 from core.errors import ConfigError
 
-console = Console(stderr=True)
+console = make_console(stderr=True)
 block_app = typer.Typer(
     no_args_is_help=True,
     help=(
@@ -63,7 +63,7 @@ def list_command(
     table = Table("kind", "value", "reason", "added (UTC)")
     for r in rules:
         table.add_row(r.kind, r.value, r.reason, time.strftime("%Y-%m-%d %H:%M:%S", time.gmtime(r.added_at)))
-    Console().print(table)
+    make_console().print(table)
 
 
 @block_app.command("remove")

@@ -9,11 +9,12 @@ from pathlib import Path
 from typing import Annotated, Any, Literal
 
 import typer
-from rich.console import Console, Group
+from rich.console import Group
 from rich.live import Live
 from rich.table import Table
 from rich.text import Text
 
+from cli.console import make_console
 from cli.deprecated import renamed_flag
 from core.crawldir import CrawlDir
 from core.settings import CrawlSettings, Settings
@@ -23,7 +24,7 @@ from crawl.state.fleet import crawl_status
 
 __all__ = ["crawl_command", "run_crawl"]
 
-console = Console(stderr=True)
+console = make_console(stderr=True)
 ScopeChoice = Literal["host", "domain", "any"]
 
 

@@ -12,8 +12,9 @@ from pathlib import Path
 from typing import Annotated
 
 import typer
-from rich.console import Console
 from rich.table import Table
+
+from cli.console import make_console
 
 __all__ = ["dataset_app"]
 
@@ -24,7 +25,7 @@ dataset_app = typer.Typer(
     ),
     no_args_is_help=True,
 )
-console = Console(stderr=True)
+console = make_console(stderr=True)
 
 
 @dataset_app.command("from-crawl")

@@ -20,17 +20,17 @@ import functools
 import http.server
 import multiprocessing
 import os
-import socket
 import threading
 import time
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated
 
 import typer
-from rich.console import Console
 
+from cli.console import make_console
 from cli.crawl import _human_bytes
-from cli.embed import passage_progress
+from cli.embed import passage_progress, vector_counts
+from cli.ports import bind_error, port_taken_message
 from core.settings import Settings
 from crawl.run.loop import Crawler
 
@@ -39,7 +39,7 @@ if TYPE_CHECKING:
 
     from crawl.run.counters import CrawlSummary
 
-console = Console(stderr=True)
+console = make_console(stderr=True)
 PYTHON_DOCS = Path("/usr/share/doc/python3.11/html")
 
 
@@ -57,17 +57,14 @@ def serve_directory(root: Path, port: int) -> http.server.ThreadingHTTPServer:
 
 
 def busy_port(ports: dict[str, int]) -> str | None:
-    """A one-line message for the first port that cannot be bound on 127.0.0.1, else None."""
+    """A one-line message for the first port that cannot be bound on 127.0.0.1, else None.
+
+    The free port it suggests is none of ``ports``: the demo listens on all of them.
+    """
     for flag, port in ports.items():
-        with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as probe:
-            probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-            try:
-                probe.bind(("127.0.0.1", port))
-            except OSError:
-                return (
-                    f"port {port} is in use (another trawl demo or server?): stop it, "
-                    f'or pass {flag} N (e.g. make demo ARGS="{flag} {port + 1}")'
-                )
+        problem = bind_error("127.0.0.1", port)
+        if problem is not None:
+            return port_taken_message("127.0.0.1", port, problem, flag=flag, avoid=ports.values())
     return None
 
 
@@ -125,7 +122,7 @@ def _background_backfill(root: str, threads: int, parent: int | None = None) -> 
         embedder = Embedder.from_settings(embed)
         progress.model_id = embedder.model_id
         progress.generation = f"derived from {IndexRoot(Path(root)).current()}"
-        out = Console(stderr=True)
+        out = make_console(stderr=True)
 
         with passage_progress(out, "embeddings (background)") as bar:
 
@@ -136,7 +133,9 @@ def _background_backfill(root: str, threads: int, parent: int | None = None) -> 
             generation, report = backfill_new_generation(Path(root), embedder, embed, on_progress=on_progress)
         progress.generation = generation
         collect_garbage(Path(root))
-        progress.state("done", f"{report.rows:,} passage vectors", done=report.encoded, total=report.encoded)
+        counts = vector_counts(report)  # adds up to the passages the bar counted, and says why more
+        out.print(f"embeddings (background): {counts}", soft_wrap=True)
+        progress.state("done", counts, done=report.encoded, total=report.encoded)
     except BaseException as exc:
         progress.state("failed", f"{type(exc).__name__}: {exc}")
         raise
@@ -266,7 +265,7 @@ def demo_command(
             daemon=True,
             name="demo-embed",
         ).start()
-    console.print(
+    console.print(  # one line each in a log too: the console does not wrap there (cli.console)
         f"\n  Open http://127.0.0.1:{port}/  (try: http://127.0.0.1:{port}/?q=list+comprehension)\n"
         + (
             ""

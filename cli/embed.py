@@ -6,7 +6,7 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from functools import partial
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 from rich.console import Console
@@ -22,11 +22,16 @@ from rich.progress import (
 )
 from rich.text import Text
 
+from cli.console import make_console
 from cli.engine import EngineOption, RayAddressOption, crawl_documents, job_engine, run_crawl_pagerank
+from cli.progress_lines import ProgressLines
 from core.jobs import JobEngine
 from core.settings import Settings
 
-console = Console(stderr=True)
+if TYPE_CHECKING:
+    from retrieval.vectors.backfill import BackfillReport
+
+console = make_console(stderr=True)
 embed_app = typer.Typer(
     invoke_without_command=True,
     no_args_is_help=False,
@@ -45,8 +50,12 @@ class RateColumn(ProgressColumn):
 def passage_progress(out: Console, label: str = "embedding") -> Iterator[Callable[[int, int], None]]:
     """A terminal bar for a backfill: passages done of total, rate, time left.
 
-    Yields the ``on_progress(done, total)`` callback to pass to the backfill.
+    Yields the ``on_progress(done, total)`` callback to pass to the backfill. When ``out``
+    is not a terminal (a log), whole lines now and then instead (``cli.progress_lines``).
     """
+    if not out.is_terminal:
+        yield ProgressLines(lambda line: out.print(line, markup=False, highlight=False), label, "passages")
+        return
     with Progress(
         TextColumn(label),
         BarColumn(),
@@ -64,6 +73,20 @@ def passage_progress(out: Console, label: str = "embedding") -> Iterator[Callabl
             progress.update(task, completed=done, total=total)
 
         yield on_progress
+
+
+def vector_counts(report: BackfillReport) -> str:
+    """The passage vectors a backfill left, as the sum of the passages it encoded and reused.
+
+    Its progress counts the distinct passages it encodes; the index holds one vector per
+    passage of each document, so a passage repeated in several documents (a footer, a
+    notice) is encoded once and reused, as are the vectors already in the store.
+    """
+    reused = report.rows - report.encoded  # report.linked, said so that the sum always holds
+    return (
+        f"{report.rows:,} passage vectors: {report.encoded:,} encoded now, {reused:,} reused "
+        "(already in the vector store, or repeated in another document)"
+    )
 
 
 @embed_app.callback()
@@ -193,8 +216,7 @@ def _embed(
             target, embedder, settings.embed, chunk_docs=chunk_docs, on_progress=on_progress, encode=encode
         )
     console.print(
-        f"{report.docs:,} documents: {report.encoded:,} passages encoded now, {report.linked:,} linked "
-        f"from the vector store; {report.rows:,} passage vectors in {report.version} ({report.seconds:.1f} s)"
+        f"{report.docs:,} documents in {report.version} ({report.seconds:.1f} s): {vector_counts(report)}"
     )
     if root is not None:
         root.publish(generation)

@@ -7,8 +7,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Annotated
 
 import typer
-from rich.console import Console
 
+from cli.console import make_console
 from core.jobs import JobEngine
 from core.settings import Settings
 from core.types import Document
@@ -16,7 +16,7 @@ from core.types import Document
 if TYPE_CHECKING:
     from training.pagerank import CrawlPageRank
 
-console = Console(stderr=True)
+console = make_console(stderr=True)
 
 EngineOption = Annotated[
     str | None,

@@ -8,9 +8,9 @@ from pathlib import Path
 from typing import Annotated
 
 import typer
-from rich.console import Console
 from rich.table import Table
 
+from cli.console import make_console
 from core.settings import Settings
 
 
@@ -73,6 +73,6 @@ def eval_command(
     for name in ("nDCG@10", "MAP", "Recall@100", "MRR@10"):
         table.add_column(name, justify="right")
     table.add_row(*(f"{result.means[m]:.4f}" for m in ("ndcg@10", "map", "recall@100", "mrr@10")))
-    Console().print(table)
+    make_console().print(table)
     for key, value in result.extra.items():
-        Console().print(f"{key}: {value}")
+        make_console().print(f"{key}: {value}")

@@ -8,8 +8,8 @@ from pathlib import Path
 from typing import Annotated
 
 import typer
-from rich.console import Console
 
+from cli.console import make_console
 from core.settings import Settings
 from online.book import ExperimentBook
 
@@ -74,7 +74,7 @@ def compare_command(
         sample_seed=sample_seed,
     )
     objs: dict[str, dict[str, object]] = {}
-    console = Console()
+    console = make_console()
     for report in reports:
         target = out if out is None or len(reports) == 1 else out / report.metric.replace("@", "")
         md_path = write_markdown(report, target) if target is not None else None
@@ -123,7 +123,7 @@ def report_command(
     if as_json:
         _emit(result.to_json())
         return
-    Console().print(result.to_markdown(), markup=False, highlight=False)
+    make_console().print(result.to_markdown(), markup=False, highlight=False)
 
 
 @experiment_app.command("simulate")
@@ -157,4 +157,4 @@ def simulate_command(
     if as_json:
         _emit(obj)
         return
-    Console().print_json(json.dumps(obj))
+    make_console().print_json(json.dumps(obj))

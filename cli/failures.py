@@ -15,13 +15,13 @@ import traceback
 from typing import Any
 
 import typer
-from rich.console import Console
 from rich.text import Text
 from typer.core import TyperGroup
 
+from cli.console import make_console
 from core.errors import TrawlError
 
-console = Console(stderr=True)
+console = make_console(stderr=True)
 
 FRONTIER_SETTING = "--frontier / TRAWL_CRAWL__FRONTIER_URL"
 

@@ -9,9 +9,9 @@ from pathlib import Path
 from typing import Annotated
 
 import typer
-from rich.console import Console
 from rich.table import Table
 
+from cli.console import make_console
 from cli.embed import build_embed_publish
 from cli.engine import (
     EngineOption,
@@ -26,7 +26,7 @@ from core.errors import ConfigError
 from core.jobs import JobEngine
 from core.settings import Settings
 
-console = Console(stderr=True)
+console = make_console(stderr=True)
 index_app = typer.Typer(
     help=(
         "Build index generations and choose which one serves.\n\n"
@@ -216,7 +216,7 @@ def index_list(index: Annotated[Path, typer.Option("--index", help="Index root."
             built,
             g.manifest.source,
         )
-    Console().print(table)
+    make_console().print(table)
 
 
 @index_app.command("publish")
@@ -274,7 +274,7 @@ def index_gc(
         IndexRoot(index, lock_wait_s=settings.lock_wait_s),
         settings.keep_generations if keep is None else keep,
     )
-    out = Console()
+    out = make_console()
     for removed in report.removed:
         out.print(f"removed {removed.name}  {human_bytes(removed.bytes)}  ({removed.why})")
     for generation, why in sorted(report.kept.items()):

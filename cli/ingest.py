@@ -7,8 +7,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 import typer
-from rich.console import Console
 
+from cli.console import make_console
 from core.errors import ConfigError
 from core.settings import Settings
 
@@ -16,7 +16,7 @@ if TYPE_CHECKING:
     from crawl.ingest.target import ImportSummary
     from crawl.scope import ScopeMode
 
-console = Console(stderr=True)
+console = make_console(stderr=True)
 
 __all__ = ["import_sources"]
 

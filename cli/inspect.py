@@ -8,9 +8,9 @@ from pathlib import Path
 from typing import Annotated
 
 import typer
-from rich.console import Console
 from rich.table import Table
 
+from cli.console import make_console
 from core.blocklist import BlockList
 from core.crawldir import CrawlDir
 from core.settings import SearchSettings, Settings
@@ -58,7 +58,7 @@ def inspect_command(
         }
         typer.echo(json.dumps(payload, default=str))
         return
-    out = Console()
+    out = make_console()
     if not report.canonical_url:
         out.print(f"[red]{url!r} is not a crawlable http(s) URL.")
         raise typer.Exit(1)

@@ -20,6 +20,7 @@ from cli import pagerank as pagerank_cli
 from cli import replay as replay_cli
 from cli import reprocess as reprocess_cli
 from cli import run as run_cli
+from cli.console import widen_help_for_logs
 from cli.failures import TrawlGroup
 from cli.help import hide_flag_types
 from core.logging import configure_logging
@@ -68,6 +69,7 @@ app.add_typer(dataset.dataset_app, name="dataset")
 
 
 def main() -> None:
+    widen_help_for_logs()
     app()
 
 

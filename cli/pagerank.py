@@ -6,14 +6,14 @@ from pathlib import Path
 from typing import Annotated
 
 import typer
-from rich.console import Console
 
+from cli.console import make_console
 from cli.engine import EngineOption, RayAddressOption, job_engine, run_crawl_pagerank
 from core.crawldir import CrawlDir
 from core.errors import ConfigError
 from core.settings import Settings
 
-console = Console(stderr=True)
+console = make_console(stderr=True)
 
 
 def pagerank_command(

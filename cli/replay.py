@@ -9,9 +9,9 @@ from pathlib import Path
 from typing import Annotated
 
 import typer
-from rich.console import Console
 from rich.text import Text
 
+from cli.console import make_console
 from core.settings import Settings
 from core.types import Document
 from crawl.run.reprocess import replay
@@ -39,7 +39,7 @@ def replay_command(
         payload |= {"replayed": _fields(derived.document), "stored": _fields(stored)}
         typer.echo(json.dumps(payload))
         return
-    out = Console()
+    out = make_console()
     out.print(
         Text(f"replay {derived.url}: {derived.outcome}" + (f" of {derived.dup_of}" if derived.dup_of else ""))
     )

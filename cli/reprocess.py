@@ -7,8 +7,8 @@ from pathlib import Path
 from typing import Annotated
 
 import typer
-from rich.console import Console
 
+from cli.console import make_console
 from core.settings import Settings
 from crawl.run.reprocess import reprocess
 
@@ -29,7 +29,7 @@ def reprocess_command(
                                "edges": summary.edges, "outcomes": summary.outcomes}))  # fmt: skip
         return
     outcomes = ", ".join(f"{n:,} {name}" for name, n in sorted(summary.outcomes.items()))
-    Console().print(
+    make_console().print(
         f"Reprocessed {summary.responses:,} stored responses ({outcomes}): "
         f"{summary.documents:,} documents, {summary.edges:,} link edges in {data}.",
         markup=False,

@@ -10,15 +10,15 @@ from pathlib import Path
 from typing import Annotated
 
 import typer
-from rich.console import Console
 
+from cli.console import make_console
 from cli.deprecated import renamed_flag
 from core.crawldir import CrawlDir
 from core.errors import DirectoryBusy
 from core.settings import CrawlSettings, Settings
 from crawl.run.continuous import ContinuousCrawl
 
-console = Console(stderr=True)
+console = make_console(stderr=True)
 
 
 def run_command(

@@ -10,9 +10,9 @@ from pathlib import Path
 from typing import Annotated
 
 import typer
-from rich.console import Console
 from rich.text import Text
 
+from cli.console import make_console
 from core.settings import Settings
 
 
@@ -51,7 +51,7 @@ def search_command(
 
         sys.stdout.write(SearchResponseModel.from_domain(response).model_dump_json() + "\n")
         return
-    out = Console()
+    out = make_console()
     out.print(
         f"{response.total:,} results · {response.took_ms:.1f} ms · {response.ranker} · {response.generation}",
         markup=False,

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import os
-import socket
 import subprocess
 import sys
 import time
@@ -13,12 +12,14 @@ from pathlib import Path
 from typing import Annotated
 
 import typer
-from rich.console import Console
 
+from cli.console import make_console
 from cli.deprecated import renamed_flag
+from cli.ports import bind_error, free_port, port_taken_message
+from core.errors import ConfigError
 from core.settings import Settings
 
-console = Console(stderr=True)
+console = make_console(stderr=True)
 shard_app = typer.Typer(
     help=(
         "Run one shard as its own process.\n\n"
@@ -28,10 +29,15 @@ shard_app = typer.Typer(
 )
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
+def check_port(host: str, port: int) -> None:
+    """Raise a one-line ConfigError (exit status 2) naming a port that cannot be listened on.
+
+    Called before anything is announced or loaded: uvicorn would only fail after the index
+    had loaded and "serving at …" had been printed.
+    """
+    problem = bind_error(host, port)
+    if problem is not None:
+        raise ConfigError(port_taken_message(host, port, problem))
 
 
 @contextmanager
@@ -49,7 +55,9 @@ def shard_children(index: Path, *, ready_s: float = 120.0) -> Iterator[str]:
     from retrieval.index.root import resolve_index  # lazy: loads tantivy; `trawl --help` stays fast
 
     count = IndexManifest.load(resolve_index(index)).shards
-    ports = [_free_port() for _ in range(count)]
+    ports: list[int] = []
+    for _ in range(count):
+        ports.append(free_port(avoid=ports))
     children = [
         subprocess.Popen(
             [sys.executable, "-m", "cli.main", "shard", "serve", "--index", str(index), "--shard", str(i)]
@@ -125,6 +133,7 @@ def serve_command(
             update={"api": settings.api.model_copy(update={"push_data": push_data})}
         )
     shards = renamed_flag("--shards", "--shard-urls", old_shards, shard_urls)
+    check_port(host, port)
     if shard_processes:
         if shards:
             raise typer.BadParameter("--shard-processes starts its own shards; leave out --shard-urls.")
@@ -183,6 +192,7 @@ def shard_serve(
     """
     import uvicorn
 
+    check_port(host, port)
     from api.edge import server_options  # lazy: uvicorn's protocols; `trawl --help` stays fast
 
     # lazy: FastAPI, tantivy and hnswlib; `trawl --help` stays fast

@@ -12,11 +12,11 @@ from __future__ import annotations
 import functools
 import time
 from collections.abc import Callable
+from contextlib import AbstractContextManager, nullcontext
 from pathlib import Path
 from typing import Annotated
 
 import typer
-from rich.console import Console
 from rich.progress import (
     BarColumn,
     MofNCompleteColumn,
@@ -27,7 +27,9 @@ from rich.progress import (
 )
 from rich.table import Table
 
+from cli.console import make_console
 from cli.engine import EngineOption, RayAddressOption, job_engine
+from cli.progress_lines import ProgressLines
 from core.settings import Settings
 
 ProgressFn = Callable[[str, int, int], None]
@@ -35,15 +37,30 @@ ProgressFn = Callable[[str, int, int], None]
 
 __all__ = ["train_app"]
 
-console = Console(stderr=True)
+console = make_console(stderr=True)
 train_app = typer.Typer(
     help="Train ranking models.\n\nExample: trawl train ltr --dataset data/eval/cranfield --out models/ltr",
     no_args_is_help=True,
 )
 
 
-def _progress() -> tuple[Progress, ProgressFn]:
-    """A progress display with one bar per stage the training reports, added when first reported."""
+def _progress() -> tuple[AbstractContextManager[object], ProgressFn]:
+    """A progress display with one bar per stage the training reports, added when first reported.
+
+    When the console is not a terminal (a log), whole lines per stage now and then instead.
+    """
+    if not console.is_terminal:
+        stages: dict[str, ProgressLines] = {}
+
+        def write(line: str) -> None:
+            console.print(line, markup=False, highlight=False)
+
+        def log(what: str, done: int, total: int) -> None:
+            if what not in stages:
+                stages[what] = ProgressLines(write, what)
+            stages[what](done, total)
+
+        return nullcontext(), log
     columns = (TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn())
     progress = Progress(*columns, console=console)
     tasks: dict[str, TaskID] = {}
@@ -138,7 +155,7 @@ def train_ltr_command(
     table.add_row(
         "mean", "", "", "", *(f"{means[k]:.4f}" for k in ("ndcg@10", "map", "recall@100", "mrr@10"))
     )
-    Console().print(table)
+    make_console().print(table)
     console.print(f"wrote {out} in {time.perf_counter() - started:.1f} s (CV {cv.seconds:.1f} s)")
 
 
