@@ -319,7 +319,7 @@ def rrf(candidates: Iterable[Candidate], *, k: int) -> list[ScoredDoc]:
     return _ranked({c.doc_id: rrf_score(c, k=k) for c in candidates})
 
 
-def _min_max(values: dict[DocId, float]) -> dict[DocId, float]:
+def min_max(values: dict[DocId, float]) -> dict[DocId, float]:
     if not values:
         return {}
     low, high = min(values.values()), max(values.values())
@@ -337,8 +337,8 @@ def convex(candidates: Iterable[Candidate], *, weight: float) -> list[ScoredDoc]
     if not 0.0 <= weight <= 1.0:
         raise ValueError(f"weight={weight} is outside [0, 1].")
     items = list(candidates)
-    bm25 = _min_max({c.doc_id: c.bm25 for c in items if c.bm25 is not None})
-    cosine = _min_max({c.doc_id: c.cosine for c in items if c.cosine is not None})
+    bm25 = min_max({c.doc_id: c.bm25 for c in items if c.bm25 is not None})
+    cosine = min_max({c.doc_id: c.cosine for c in items if c.cosine is not None})
     return _ranked(
         {
             c.doc_id: weight * cosine.get(c.doc_id, 0.0) + (1.0 - weight) * bm25.get(c.doc_id, 0.0)

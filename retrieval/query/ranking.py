@@ -14,7 +14,7 @@ from typing import Any, Protocol
 from core.types import DocId, Query, ScoredDoc
 from retrieval.index.forward_features import ShardFeatures
 from retrieval.index.lexical import StoredDoc
-from retrieval.query.hybrid import Candidate, convex, rrf
+from retrieval.query.hybrid import Candidate, convex, min_max, rrf
 from retrieval.query.rm3 import Rm3
 
 DocFetcher = Callable[[Sequence[Candidate]], Mapping[DocId, StoredDoc]]
@@ -98,9 +98,20 @@ class ConvexStage:
         self, query: Query, candidates: Sequence[Candidate], *, explain: bool, context: RankContext
     ) -> RankOutput:
         ranked = convex(candidates, weight=self.weight)
-        info = (
-            {h.doc_id: {"convex": h.score, "cosine_weight": self.weight} for h in ranked} if explain else {}
-        )
+        if not explain:
+            return RankOutput(ranked, {})
+        # The two parts the score adds, as the explain page shows them (they sum to it).
+        bm25 = min_max({c.doc_id: c.bm25 for c in candidates if c.bm25 is not None})
+        cosine = min_max({c.doc_id: c.cosine for c in candidates if c.cosine is not None})
+        info: dict[DocId, dict[str, Any]] = {
+            h.doc_id: {
+                "convex": h.score,
+                "cosine_weight": self.weight,
+                "bm25_scaled": bm25.get(h.doc_id, 0.0),
+                "cosine_scaled": cosine.get(h.doc_id, 0.0),
+            }
+            for h in ranked
+        }
         return RankOutput(ranked, info)
 
 

@@ -84,8 +84,13 @@ def test_explain_reads_per_term_and_returns_to_the_page(served: Served, browser:
     page.click(".result >> nth=0 >> a.why")
     page.wait_for_selector("#explain")
     terms = page.inner_text("#bm25-terms")
-    assert "query word" in terms and "body" in terms
-    cells = page.locator("table td").all_inner_texts()
+    assert "query word" in terms and "text" in terms and "_" not in terms
+    rows = [line.split("\t") for line in terms.splitlines()]
+    assert rows[-1][0] == "total"
+    for column in range(1, len(rows[0])):  # each column's total is the sum of its words
+        cells = [float(r[column]) for r in rows[1:-1] if r[column]]
+        assert abs(sum(cells) - float(rows[-1][column])) <= 5e-4 * len(cells), (column, rows)
+    cells = page.locator("#explain td, #vector td, #other td").all_inner_texts()
     assert cells and all(c.strip() not in ("", "—", "{}", "[]") for c in cells)
     page.screenshot(path=str(served.shots / "explain.png"), full_page=True)
     page.click("#back")

@@ -86,7 +86,12 @@ def test_search_page_pages_and_explains_without_running_page_scripts(
     page.click(".result >> nth=0 >> a.why")
     page.wait_for_selector("#explain")
     table = page.inner_text("#explain")
-    assert "bm25" in table and "lexical rank" in table
+    assert "Score" in table and "Rank by word match" in table
+    parts = page.locator("#score-parts")
+    added = sum(
+        float(v) for v in parts.locator("tr[data-part]").evaluate_all("rs => rs.map(r => r.dataset.part)")
+    )
+    assert abs(added - float(parts.get_attribute("data-score"))) <= 1e-6
     assert page.evaluate("() => window.__pwned === undefined")
     assert dialogs == []
     page.close()
