@@ -149,6 +149,11 @@ class BackfillModel(BaseModel):
 
 class HealthModel(BaseModel):
     status: str
+    state: str = Field(
+        "serving",
+        description='What the engine is doing: "serving", "embedding, 45%" while a backfill makes '
+        'vectors, "embedding stalled: …" or "embedding failed: …". The home page says the same.',
+    )
     documents: int
     generation: str
     rankers: list[str] = Field(description="Rankers this generation can serve.")

@@ -28,7 +28,7 @@ from api.crawl_data import inspection
 from api.deps import SearchDep, in_search_thread
 from api.experiments import ExperimentOutcome, get_runtime, search_with_experiments
 from api.explain_view import explain_view
-from api.live import live_status
+from api.live import backfill_detail, live_state
 from api.params import parse_doc_id, parse_int
 from api.web_format import HOST_COLUMNS, STATE_LABELS, readable
 from core.errors import BadClick, ConfigError, DocumentNotFound, QueryError, UnknownImpression
@@ -192,7 +192,8 @@ def _render_search_page(
         "error": None,
         "response": None,
         "rankers": service.ranker_names(),
-        "live": live_status(request, service),
+        "live": (live := live_state(request, service)),
+        "live_detail": backfill_detail(live),
         "site_example": _example_host(service),
         **query.filters,
     }

@@ -122,7 +122,10 @@ def test_the_demo_serves_bm25_then_switches_to_vectors_without_a_restart(tmp_pat
         assert status == 200 and answer["ranker"] == "hybrid-rrf" and answer["missing_vector_shards"] == []
         assert "generators" in answer["results"][0]["url"]
         status, home = get(f"{base}/")
-        assert f"generation {live['generation']}" in home and "hybrid search is live" in home
+        assert (
+            f'generation <span id="live-generation">{live["generation"]}</span>' in home
+            and "embeddings done" in home
+        )
         status, hosts = get(f"{base}/hosts")
         assert status == 200 and f"127.0.0.1:{site_port}" in hosts  # the demo told the service its crawl
     finally:
