@@ -1,12 +1,13 @@
 """``GET /v1/suggest``: completions as someone types; ``GET /opensearch.xml``: Trawl for a browser.
 
 ``/v1/suggest?q=asy`` answers ``{"query", "suggestions": [{"text", "kind", "url"}]}``:
-titles, headings and frequent past queries of the serving generation (``kind`` says
-which; ``url`` is the page a title or heading is from, null for a query), best first
-(:mod:`retrieval.query.suggest`). ``format=opensearch`` answers the OpenSearch
-suggestions JSON browsers read, ``["asy", ["asyncio — Asynchronous I/O", …]]``. The
-description document names the search page and that URL, absolute from the request's
-base URL, so a browser offers "add Trawl" and completes in its address bar.
+titles, headings and frequent past queries of the serving generation, then the typed words
+with the last completed (``kind``: title, heading, query, completion; ``url``: the page of
+a title or heading, else null), best first (:mod:`retrieval.query.suggest`).
+``format=opensearch`` answers the OpenSearch suggestions JSON browsers read,
+``["asy", ["asyncio — Asynchronous I/O", …]]``. The description document names the search
+page and that URL, absolute from the request's base URL, so a browser offers "add Trawl"
+and completes in its address bar.
 """
 
 from __future__ import annotations
@@ -46,7 +47,7 @@ _cache_lock = threading.Lock()
 
 class SuggestionModel(BaseModel):
     text: str
-    kind: Literal["title", "heading", "query"]
+    kind: Literal["title", "heading", "query", "completion"]
     url: str | None
 
 

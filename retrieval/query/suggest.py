@@ -7,9 +7,10 @@ the keys are sorted once. Typed text, normalised the same way (its earlier words
 its last a word prefix), names a contiguous range of keys by bisection; numpy picks the best
 of the range. A key scores its phrase's importance plus log(1 + df) of the word it starts
 with (phrases of words more documents hold first), less a penalty off the phrase's start.
-When that finds too few, context words that are not adjacent in a phrase match as a word set
-among the best phrases of the last word; when it finds none, the last word gets one typo (a
-letter dropped, added, replaced, or two swapped), each variant a prefix of some phrase's word.
+Then context words not adjacent in a phrase match as a word set among the best phrases of
+the last word, then (kind ``completion``) the typed words with the last completed, by df.
+When all that finds none, the last word gets one typo (a letter dropped, added, replaced, or
+two swapped), each variant a prefix of a known word.
 """
 
 from __future__ import annotations
@@ -128,8 +129,9 @@ class Suggester:
         self._entry = np.asarray(entries, dtype=np.int32)[order]
         self._offset = np.asarray(offsets, dtype=np.int32)[order]
         self._score = np.asarray(scores, dtype=np.float32)[order]
-        vocabulary = {w for norm in norms for w in norm.split(" ")}
+        vocabulary = {w for norm in norms for w in norm.split(" ")} | set(df)
         self._words = sorted(vocabulary)
+        self._word_df = np.asarray([df.get(w, 0) for w in self._words], dtype=np.float32)
         letters = Counter(ch for w in vocabulary for ch in w)
         self._alphabet = "".join(ch for ch, _ in letters.most_common(ALPHABET_CHARS))
         self._short: dict[str, list[int]] = {}
@@ -234,30 +236,49 @@ class Suggester:
                 counts.append((-(hi - lo), variant))
         return [variant for _, variant in sorted(counts)[:MAX_TYPO_VARIANTS]]
 
+    def _completed_words(self, last: str, complete: bool, size: int) -> list[str]:
+        """Words starting with ``last`` (``last`` itself once complete), most documents first."""
+        lo = bisect_left(self._words, last)
+        if complete:
+            return [last] if lo < len(self._words) and self._words[lo] == last else []
+        hi = bisect_left(self._words, last + "\U0010ffff", lo)
+        if hi <= lo:
+            return []
+        dfs = self._word_df[lo:hi]
+        idx = np.argpartition(-dfs, size - 1)[:size] if size < hi - lo else np.arange(hi - lo)
+        return [self._words[lo + i] for i in idx[np.lexsort((idx, -dfs[idx]))].tolist()]
+
+    def _complete(self, typed: Typed, last: str, size: int) -> list[Suggestion]:
+        """Phrases completing ``typed`` with ``last`` as its last word, then (after context) the
+        typed words with ``last`` completed: a long query rarely is a title."""
+        entries: list[int] = []
+        for entry in self._matches(typed, last, size):
+            if entry not in entries:
+                entries.append(entry)
+                if len(entries) == size:
+                    break
+        out = [self._suggestion(entry) for entry in entries]
+        if len(out) < size and typed.context:
+            shown = {" ".join(words(s.text)) for s in out}
+            for word in self._completed_words(last, typed.complete, size + len(shown)):
+                text = typed.key(word)
+                if text not in shown and len(out) < size:
+                    out.append(Suggestion(text, "completion", None))
+        return out
+
     def suggest(self, text: str, size: int = 8) -> list[Suggestion]:
         """Up to ``size`` completions of ``text`` (at most :data:`MAX_SIZE`), best first."""
         typed = Typed.parse(text)
         size = max(0, min(size, MAX_SIZE))
         if typed is None or size == 0 or not self._phrases:
             return []
-        found: list[int] = []
-        seen: set[int] = set()
-
-        def take(entries: Iterable[int]) -> bool:
-            for entry in entries:
-                if entry not in seen:
-                    seen.add(entry)
-                    found.append(entry)
-                    if len(found) == size:
-                        return True
-            return False
-
-        take(self._matches(typed, typed.last, size))
-        if not found and len(typed.last) >= TYPO_MIN_CHARS:
+        out = self._complete(typed, typed.last, size)
+        if not out and len(typed.last) >= TYPO_MIN_CHARS:
             for variant in self._typo_variants(typed.last):
-                if take(self._matches(typed, variant, size)):
+                out.extend(s for s in self._complete(typed, variant, size - len(out)) if s not in out)
+                if len(out) >= size:
                     break
-        return [self._suggestion(entry) for entry in found]
+        return out
 
     def _suggestion(self, entry: int) -> Suggestion:
         phrase = self._phrases[entry]

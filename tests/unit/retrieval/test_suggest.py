@@ -41,10 +41,21 @@ def test_a_prefix_matches_any_word_of_a_phrase_not_only_the_first(suggester: Sug
 
 
 def test_earlier_words_are_context(suggester: Suggester) -> None:
-    assert texts(suggester, "asyncio ev") == ["asyncio event loop"]
-    assert texts(suggester, "coroutines and t") == ["Coroutines and Tasks"]
-    assert texts(suggester, "asyncio loo") == ["asyncio event loop"]  # not adjacent: a word set
-    assert texts(suggester, "bread ev") == []
+    assert texts(suggester, "asyncio ev", 1) == ["asyncio event loop"]
+    assert texts(suggester, "coroutines and t", 1) == ["Coroutines and Tasks"]
+    assert texts(suggester, "asyncio loo", 1) == ["asyncio event loop"]  # not adjacent: a word set
+
+
+def test_after_the_phrases_the_typed_words_are_completed_by_document_frequency(suggester: Suggester) -> None:
+    found = suggester.suggest("asyncio ev")
+    assert [(s.text, s.kind, s.url) for s in found] == [
+        ("asyncio event loop", "query", None),
+        ("asyncio event", "completion", None),
+    ]
+    assert texts(suggester, "bread as") == ["bread asyncio", "bread asynchronous", "bread asyncore"]
+    assert texts(suggester, "bread asyncio ") == ["bread asyncio"]
+    assert texts(suggester, "bread asyncoi") == ["bread asyncio", "bread asyncore"]  # one typo
+    assert texts(suggester, "evemt l") == ["evemt loop"]  # the context is kept as typed
 
 
 def test_a_space_completes_the_last_word(suggester: Suggester) -> None:
@@ -56,7 +67,6 @@ def test_a_space_completes_the_last_word(suggester: Suggester) -> None:
 def test_one_typo_in_the_last_word_is_forgiven(suggester: Suggester) -> None:
     assert texts(suggester, "coru")[0] == "Coroutines and Tasks"  # a letter dropped
     assert texts(suggester, "croo") == ["Coroutines and Tasks"]  # two swapped
-    assert texts(suggester, "evemt l")[:1] == []  # only the last word
     assert texts(suggester, "asyncio evemt")[0] == "asyncio event loop"  # a letter replaced
 
 
