@@ -16,6 +16,7 @@ __all__ = ["HOST_COLUMNS", "STATE_LABELS", "duration", "readable", "size", "time
 HOST_COLUMNS: dict[str, str] = {
     "host": "Host",
     "done": "Done",
+    "indexed": "Indexed",
     "pending": "Backlog",
     "failed": "Failed",
     "blocked": "Blocked",

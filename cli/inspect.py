@@ -3,18 +3,20 @@
 from __future__ import annotations
 
 import json
-import time
 from pathlib import Path
 from typing import Annotated
 
 import typer
 from rich.table import Table
 
+from api.web_format import STATE_LABELS, readable
 from cli.console import make_console
 from core.blocklist import BlockList
 from core.crawldir import CrawlDir
 from core.settings import SearchSettings, Settings
 from crawl.run.inspect import inspect_url
+
+_SHOWN_ELSEWHERE = frozenset({"url", "canonical_url", "doc_id", "robots", "indexed", "dup_of", "cluster"})
 
 
 def inspect_command(
@@ -63,55 +65,37 @@ def inspect_command(
         out.print(f"[red]{url!r} is not a crawlable http(s) URL.")
         raise typer.Exit(1)
     table = Table(title=f"Inspect {report.canonical_url}", show_header=False)
-    table.add_row("canonical URL", report.canonical_url)
-    table.add_row("doc id", str(report.doc_id))
-    table.add_row("robots.txt", report.robots)
+    table.add_row(STATE_LABELS["canonical_url"], report.canonical_url)
+    table.add_row(STATE_LABELS["doc_id"], str(report.doc_id))
+    table.add_row(STATE_LABELS["robots"], report.robots)
     if report.state is None:
-        table.add_row("crawl state", "never seen by this crawl")
+        table.add_row(STATE_LABELS["status"], "never seen by this crawl")
     else:
-        for key in (
-            "status",
-            "outcome",
-            "http_status",
-            "depth",
-            "kind",
-            "parent",
-            "retries",
-            "blocked_reason",
-            "etag",
-            "last_modified",
-            "content_hash",
-            "fetch_count",
-            "change_count",
-            "interval_s",
-        ):
-            value = report.state.get(key)
-            if value not in (None, "", 0):
-                table.add_row(key, str(value))
+        for key in STATE_LABELS:
+            if key in _SHOWN_ELSEWHERE or report.state.get(key) in (None, "", 0):
+                continue
+            text = readable(key, report.state[key])
+            if text:
+                table.add_row(STATE_LABELS[key], text)
     if blocked is not None:
-        table.add_row("block list", blocked)
+        table.add_row("Block list", blocked)
     if indexed is not None:
-        table.add_row("indexed", indexed)
+        table.add_row(STATE_LABELS["indexed"], indexed)
     for key, value in (freshness or {}).items():
-        if value not in (None, ""):
-            shown = _utc(value) if key.endswith("_at") and isinstance(value, float) else str(value)
-            table.add_row(f"freshness {key}", shown)
+        text = readable(key, value)
+        if text:
+            table.add_row(f"Freshness: {key.replace('_', ' ')}", text)
     if report.dup_of:
-        table.add_row("duplicate of", report.dup_of)
+        table.add_row(STATE_LABELS["dup_of"], report.dup_of)
     if report.cluster:
-        table.add_row("dedup cluster", "\n".join(report.cluster))
+        table.add_row(STATE_LABELS["cluster"], "\n".join(report.cluster))
     for entry in report.history:
-        when = time.strftime("%Y-%m-%d %H:%M:%S", time.gmtime(entry["at"]))
         table.add_row(
-            "fetched",
-            f"{when} UTC: {entry['http_status']} {entry['outcome']} "
-            f"({entry['bytes']} bytes, {entry['elapsed_s']:.2f} s)",
+            "Fetched",
+            f"{readable('at', entry['at'])}: HTTP {entry['http_status']}, {entry['outcome']} "
+            f"({readable('bytes', entry['bytes'])}, {readable('elapsed_s', entry['elapsed_s'])})",
         )
     out.print(table)
-
-
-def _utc(at: float) -> str:
-    return time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime(at))
 
 
 def _freshness(canonical_url: str, index: Path) -> dict[str, object] | None:

@@ -250,6 +250,7 @@ class CrawlDbBase(ABC):
                     next_allowed_in_s=round(max(0.0, float(r["next_allowed"] or 0.0) - now), 3),
                     mean_response_ms=round(mean_s * 1000, 1),
                     fetches=fetches,
+                    indexed=int(r["indexed"] or 0),
                 )
             )
         return out

@@ -51,6 +51,7 @@ class PgCrawlDb(PgLeasing, PgContentClaims):
             """
             SELECT u.host,
                    COUNT(*) FILTER (WHERE status = 'done') AS done,
+                   COUNT(*) FILTER (WHERE status = 'done' AND outcome = 'indexed') AS indexed,
                    COUNT(*) FILTER (WHERE status IN ('pending', 'leased')) AS pending,
                    COUNT(*) FILTER (WHERE status = 'failed') AS failed,
                    COUNT(*) FILTER (WHERE status = 'blocked') AS blocked,

@@ -202,6 +202,9 @@ class HostHealth:
     next_allowed_in_s: float
     mean_response_ms: float
     fetches: int
+    indexed: int = 0
+    """Of ``done``: pages stored for the index (the rest are duplicates, redirects, robots.txt
+    files, and pages not indexed: noindex, not HTML)."""
 
 
 _FIELD_NAMES: dict[type, tuple[str, ...]] = {}

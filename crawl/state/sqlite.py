@@ -199,7 +199,8 @@ class CrawlDb(CrawlDbBase):
         counts = self._conn.execute(
             """
             SELECT host,
-                   SUM(status = 'done') AS done, SUM(status IN ('pending', 'leased')) AS pending,
+                   SUM(status = 'done') AS done, SUM(status = 'done' AND outcome = 'indexed') AS indexed,
+                   SUM(status IN ('pending', 'leased')) AS pending,
                    SUM(status = 'failed') AS failed, SUM(status = 'blocked') AS blocked,
                    SUM(http_status BETWEEN 400 AND 499) AS c4, SUM(http_status BETWEEN 500 AND 599) AS c5
             FROM urls GROUP BY host

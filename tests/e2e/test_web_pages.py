@@ -110,6 +110,14 @@ def test_hosts_page_is_readable_and_fits(served: Served, browser: object) -> Non
     assert page.evaluate("() => document.documentElement.scrollWidth") <= WIDTH
     text = page.inner_text("#hosts")
     assert not EPOCH_FLOAT.search(text) and " ms" in text
+    # The host name on one line (it wrapped over three), and Done explained against Indexed.
+    host = page.locator("#hosts tr >> nth=1 >> td >> nth=0").bounding_box()
+    done = page.locator("#hosts tr >> nth=1 >> td >> nth=1").bounding_box()
+    assert host is not None and done is not None and host["height"] <= done["height"] + 1
+    names = page.locator("#hosts tr >> nth=0 >> th").all_inner_texts()
+    row = page.locator("#hosts tr >> nth=1 >> td").all_inner_texts()
+    assert 0 < int(row[names.index("Indexed")]) <= int(row[names.index("Done")])
+    assert "duplicates of another page" in page.inner_text("#hosts-note")
     page.screenshot(path=str(served.shots / "hosts.png"), full_page=True)
     page.close()
 

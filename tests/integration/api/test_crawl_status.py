@@ -94,5 +94,5 @@ def test_inspect_and_hosts_read_the_configured_frontier(
         page = client.get("/hosts").text
     assert report["state"]["status"] == "done"
     assert [h["outcome"] for h in report["history"]] == ["indexed"]
-    assert [h["host"] for h in hosts] == ["b.test"]
+    assert [(h["host"], h["done"], h["indexed"]) for h in hosts] == [("b.test", 1, 1)]
     assert "b.test" in page

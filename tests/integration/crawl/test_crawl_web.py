@@ -482,3 +482,20 @@ def test_inspect_command_json(crawl_run: CrawlRun) -> None:
     assert report["robots"] == "allowed"
     assert set(report["cluster"]) == {crawl_run.a.url("/near1"), crawl_run.a.url("/near2")}
     assert [h["http_status"] for h in report["history"]] == [200]
+
+
+def test_inspect_command_reads_as_labels_and_values(crawl_run: CrawlRun) -> None:
+    import re
+
+    from typer.testing import CliRunner
+
+    from cli.main import app
+
+    result = CliRunner().invoke(app, ["inspect", crawl_run.a.url("/dup2"), "--data", str(crawl_run.data)])
+    assert result.exit_code == 0, result.output
+    text = result.output
+    assert "Canonical URL" in text and "HTTP status" in text and "Same-content cluster" in text
+    assert "UTC" in text and "Recrawl interval" in text
+    for raw in ("http_status", "interval_s", "cluster written", "fetch_count", "86400.0"):
+        assert raw not in text, raw
+    assert not re.search(r"\b1[6-9]\d{8}\.\d+", text)  # no Unix times
