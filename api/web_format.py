@@ -61,10 +61,14 @@ STATE_LABELS: dict[str, str] = {
     "simhash": "SimHash",
     "lease_until": "Leased until",
     "priority": "Priority",
+    "lastmod": "Sitemap lastmod",
+    "cluster_written": "Copies of this page (last indexed)",
 }
 """Labels of an inspect report's fields, in display order (unknown fields follow)."""
 
-_TIMES = frozenset({"discovered_at", "last_fetch", "next_fetch", "lease_until", "at", "fetched_at"})
+_TIMES = frozenset(
+    {"discovered_at", "last_fetch", "next_fetch", "lease_until", "at", "fetched_at", "lastmod"}
+)
 _HIDDEN = frozenset({"host", "bytes_total"})
 
 

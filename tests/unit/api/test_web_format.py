@@ -5,7 +5,7 @@ from __future__ import annotations
 import math
 
 from api.explain_view import ScorePart, explain_view
-from api.web_format import duration, readable, size, timestamp
+from api.web_format import STATE_LABELS, duration, readable, size, timestamp
 
 
 def test_times_sizes_and_durations() -> None:
@@ -73,3 +73,15 @@ def test_fusions_and_bm25_add_up_too() -> None:
         "Not broken down (phrases, proximity, synonyms)",
     ]
     assert _adds_up(words.score_parts, words.score_total)
+
+
+def test_every_column_of_the_crawl_state_has_a_label() -> None:
+    """A column added to ``urls`` must get a label here, or the inspect pages show its raw name."""
+    import re
+
+    from crawl.state import sqlite
+
+    urls = sqlite.__dict__["_SCHEMA"].split("CREATE TABLE IF NOT EXISTS urls (", 1)[1].split(");", 1)[0]
+    columns = set(re.findall(r"^\s+(\w+) (?:TEXT|INTEGER|REAL)", urls, re.M))
+    assert {"url", "cluster_written", "lastmod"} <= columns
+    assert columns - {"host"} <= set(STATE_LABELS), sorted(columns - set(STATE_LABELS))
