@@ -9,12 +9,12 @@ from typing import Annotated
 import typer
 from rich.table import Table
 
-from api.web_format import STATE_LABELS, readable
 from cli.console import make_console
 from core.blocklist import BlockList
 from core.crawldir import CrawlDir
 from core.settings import SearchSettings, Settings
 from crawl.run.inspect import inspect_url
+from crawl.state.readable import STATE_LABELS, readable
 
 _SHOWN_ELSEWHERE = frozenset({"url", "canonical_url", "doc_id", "robots", "indexed", "dup_of", "cluster"})
 

@@ -30,10 +30,10 @@ from api.experiments import ExperimentOutcome, get_runtime, search_with_experime
 from api.explain_view import explain_view
 from api.live import backfill_detail, live_state
 from api.params import parse_doc_id, parse_int
-from api.web_format import HOST_COLUMNS, STATE_LABELS, readable
 from core.errors import BadClick, ConfigError, DocumentNotFound, QueryError, UnknownImpression
 from core.types import DocId
 from crawl.state.host_health import host_health
+from crawl.state.readable import HOST_COLUMNS, STATE_LABELS, readable
 from retrieval.index.generation import Generation
 from retrieval.query.explain import bm25_breakdown
 from retrieval.query.facets import FILTER_OF

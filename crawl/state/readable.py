@@ -1,4 +1,4 @@
-"""Values of the crawl pages (hosts, inspect) written for people: times, sizes, durations.
+"""Crawl-state values written for people (hosts and inspect pages, `trawl inspect`): times, sizes.
 
 The crawl database stores Unix seconds, byte counts and seconds as floats; a page that
 prints ``1796109490.1565`` or ``86400.0`` makes the reader do the arithmetic. Each field
