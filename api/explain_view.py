@@ -10,6 +10,7 @@ Rows are named for people (``api.explain_labels``) with the identifier kept besi
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from dataclasses import dataclass, field
 from typing import Any
@@ -175,9 +176,11 @@ def _balanced(parts: list[ScorePart], total: float) -> list[ScorePart]:
         many = "s, each" if len(tiny) > 1 else ","
         shown.append(ScorePart(f"{len(tiny)} more signal{many} too small to show", "", "", amount))
     rest = total - math.fsum(p.amount for p in shown)
-    if abs(rest) > 1e-12:
-        label = "Not broken down (phrases, proximity, synonyms)" if abs(rest) >= TINY else "Rounding"
-        shown.append(ScorePart(label, "", "", rest))
+    if abs(rest) >= TINY or (rest and not shown):
+        shown.append(ScorePart("Not broken down (phrases, proximity, synonyms)", "", "", rest))
+    elif rest:  # float32 arithmetic's rounding: given to the largest row, not a "-0.0000" row of its own
+        i = max(range(len(shown)), key=lambda k: abs(shown[k].amount))
+        shown[i] = dataclasses.replace(shown[i], amount=shown[i].amount + rest)
     largest = max((abs(p.amount) for p in shown), default=1.0) or 1.0
     return [ScorePart(p.label, p.identifier, p.value, p.amount, abs(p.amount) / largest) for p in shown]
 

@@ -42,6 +42,7 @@ from bench.bench_serving import EVAL, free_port, percentile, queries, wait_ready
 from bench.results_file import record_run  # noqa: E402
 from core.types import Document  # noqa: E402
 from retrieval.index.root import IndexRoot  # noqa: E402
+from retrieval.query.suggest import MAX_TYPED  # noqa: E402
 
 RESULTS = REPO / "bench" / "results" / "suggest.md"
 PEERS = ("/healthz", "/opensearch.xml")
@@ -69,13 +70,16 @@ def build(root: Path, docs: int, shards: int) -> None:
 
 
 def keystrokes(qs: list[str], limit: int) -> list[str]:
-    """What the box holds after each key of each query: ``"wh"``, ``"what"``, ``"what s"``, …"""
+    """What the box holds after each key of each query: ``"wh"``, ``"what"``, ``"what s"``, …,
+    up to the route's 500 characters (suggest.js asks nothing past them; a paragraph-long CISI
+    topic is typed to there)."""
     out: list[str] = []
     for q in qs:
         words = q.lower().split()
         for j, word in enumerate(words):
             context = " ".join(words[:j])
-            out.extend((f"{context} {word[:k]}" if context else word[:k]) for k in range(1, len(word) + 1))
+            typed = ((f"{context} {word[:k]}" if context else word[:k]) for k in range(1, len(word) + 1))
+            out.extend(t for t in typed if len(t) <= MAX_TYPED)
         if len(out) >= limit:
             break
     return out[:limit]

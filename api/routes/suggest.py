@@ -31,7 +31,7 @@ from online.logs import LogPaths, resolve_log_dir
 from online.query_log import frequent_queries
 from retrieval.index.generation import Generation
 from retrieval.query.service import SearchService
-from retrieval.query.suggest import MAX_SIZE, Phrase, Suggester
+from retrieval.query.suggest import MAX_SIZE, MAX_TYPED, Phrase, Suggester
 from retrieval.query.suggest_cache import SuggesterCache
 from retrieval.query.suggest_sources import generation_phrases, word_counts
 
@@ -91,7 +91,7 @@ def suggestions_cache(request: Request, service: SearchService) -> SuggesterCach
 async def suggest(
     request: Request,
     service: SearchDep,
-    q: Annotated[str, Query(max_length=500, description="What has been typed so far.")],
+    q: Annotated[str, Query(max_length=MAX_TYPED, description="What has been typed so far.")],
     size: Annotated[StrictInt, Query(description=f"Suggestions wanted, 1 to {MAX_SIZE}.")] = DEFAULT_SIZE,
     output: Annotated[
         Literal["json", "opensearch"],

@@ -1,9 +1,10 @@
 """The server-rendered web UI: search, "why this result", URL inspection, host dashboard.
 
-No JavaScript and no build step. Jinja2 autoescapes everything; only the snippet
-(already escaped by ``retrieval.query.snippets`` with our own ``<mark>`` added) is inserted
-as markup. Links are only rendered for http(s) URLs, so a crawled ``javascript:`` URL
-can never run, and a Content-Security-Policy forbids scripts on every page anyway.
+No build step, and one optional script (``static/suggest.js``, search as you type): every
+page works without it. Jinja2 autoescapes everything; only the snippet (already escaped by
+``retrieval.query.snippets`` with our own ``<mark>`` added) is inserted as markup. Links are
+only rendered for http(s) URLs, so a crawled ``javascript:`` URL can never run, and the
+Content-Security-Policy allows scripts from this origin's files only (no inline script).
 """
 
 from __future__ import annotations

@@ -28,6 +28,8 @@ from retrieval.text.tokenizer import ENGLISH_STOPWORDS, words
 
 MAX_SIZE = 20
 """The most suggestions one answer holds."""
+MAX_TYPED = 500
+"""The longest text completed (a 400 beyond it); suggest.js asks nothing for a longer box."""
 MAX_PHRASE_WORDS = 12
 MAX_PHRASE_CHARS = 120
 """Longer titles and headings are sentences, not things people type."""

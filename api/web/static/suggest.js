@@ -5,6 +5,7 @@
   "use strict";
   var DELAY_MS = 120; // a pause in typing, not every key: fewer requests, none stale
   var SIZE = 8;
+  var MAX_TYPED = 500; // /v1/suggest's bound on q: past it, a query is typed, not completed
   var input = document.querySelector("form.search input[name=q]");
   if (!input || !window.fetch || !window.AbortController) {
     return;
@@ -41,7 +42,7 @@
     if (running) {
       running.abort(); // its answer is for text no longer in the box
     }
-    if (!q.trim()) {
+    if (!q.trim() || q.length > MAX_TYPED) {
       running = null;
       fill([]);
       return;
