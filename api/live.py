@@ -16,7 +16,7 @@ from typing import Any
 
 from fastapi import Request
 
-from api.schemas import BackfillModel, HealthModel
+from api.schemas import BackfillModel, HealthModel, ShardHealthModel
 from retrieval.query.service import SearchService
 from retrieval.vectors.backfill_progress import BackfillProgress, read_progress
 
@@ -113,4 +113,10 @@ def health(request: Request, service: SearchService, status: str) -> HealthModel
         ranker=live.ranker,
         ranker_reason=live.ranker_reason,
         backfill=live.backfill,
+        shards=[
+            ShardHealthModel(
+                shard=c.shard, answering=not c.open, misses=c.misses, probes=c.probes, last_error=c.last_error
+            )
+            for c in service.generation.broker.circuits.states()
+        ],
     )

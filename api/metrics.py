@@ -70,6 +70,12 @@ SHARD_MISSING = Counter(
 )
 RATE_LIMITED = Counter("trawl_rate_limited_total", "Requests answered 429", registry=REGISTRY)
 GENERATION = Gauge("trawl_generation_info", "Serving generation", ["generation"], registry=REGISTRY)
+SHARD_SKIPPED = Gauge(
+    "trawl_shard_circuit_open",
+    "1 while a shard's circuit is open (searches skip it until a probe answers)",
+    ["shard"],
+    registry=REGISTRY,
+)
 
 UNMATCHED_ROUTE = "unmatched"
 """The route label of a request no route matched (404s for arbitrary paths stay one series)."""

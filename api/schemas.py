@@ -147,6 +147,14 @@ class BackfillModel(BaseModel):
     detail: str = ""
 
 
+class ShardHealthModel(BaseModel):
+    shard: int
+    answering: bool = Field(description="False while its circuit is open: searches skip it and say so.")
+    misses: int = Field(description="Calls in a row it failed or answered too late.")
+    probes: int = Field(0, description="Background probes that failed since its circuit opened.")
+    last_error: str = ""
+
+
 class HealthModel(BaseModel):
     status: str
     state: str = Field(
@@ -166,4 +174,7 @@ class HealthModel(BaseModel):
         default_factory=list,
         description="What is not served and why (a damaged file: its generation, shard and path); "
         'status is "degraded" while there are any.',
+    )
+    shards: list[ShardHealthModel] = Field(
+        default_factory=list, description="Each shard of the serving generation: answering, or skipped."
     )

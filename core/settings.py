@@ -54,6 +54,10 @@ class SearchSettings(BaseModel):
     use_vectors: bool = True
     deadline_s: float = Field(1.0, gt=0)
     hedge: bool = True
+    circuit_trip_after: int = Field(3, ge=1)
+    """Misses in a row (a remote shard failing, or late by a deadline) that open its circuit: the
+    broker then skips it at once, answering partially, until a background probe answers."""
+    circuit_probe_every_s: float = Field(1.0, gt=0)
     cache_entries: int = Field(4096, ge=0)
     cache_ttl_s: float = Field(60.0, ge=0)
     open_generations: int = Field(

@@ -7,7 +7,7 @@ from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 
 from api.deps import SearchDep
 from api.live import health
-from api.metrics import REGISTRY
+from api.metrics import REGISTRY, SHARD_SKIPPED
 from api.params import StrictParams
 from api.schemas import HealthModel
 
@@ -37,5 +37,8 @@ async def readyz(request: Request, service: SearchDep) -> Response:
 
 
 @router.get("/metrics", include_in_schema=False)
-async def metrics() -> Response:
+async def metrics(request: Request) -> Response:
+    service = getattr(request.app.state, "search", None)  # none while starting: the rest still counts
+    for circuit in service.generation.broker.circuits.states() if service is not None else []:
+        SHARD_SKIPPED.labels(str(circuit.shard)).set(1 if circuit.open else 0)
     return Response(generate_latest(REGISTRY), media_type=CONTENT_TYPE_LATEST)

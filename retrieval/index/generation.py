@@ -190,7 +190,13 @@ class Generation:
         vector_model = models.pop() if len(models) == 1 else None
         if vector_model is None and len(models) > 1:
             logger.warning("generation %s: shards disagree on vectors (%s); lexical only", path, models)
-        broker = Broker(shards, deadline_s=settings.deadline_s, hedge=settings.hedge)
+        broker = Broker(
+            shards,
+            deadline_s=settings.deadline_s,
+            hedge=settings.hedge,
+            trip_after=settings.circuit_trip_after,
+            probe_every_s=settings.circuit_probe_every_s,
+        )
         return cls(path, manifest, broker, vector_model, damage)
 
     def take_out(
@@ -238,7 +244,7 @@ class Generation:
         out += [
             f"shard {shard}: {why}" for shard, why in failed if isinstance(why, str) and shard not in named
         ]
-        return out
+        return out + self.broker.circuits.problems()
 
     def close(self) -> None:
         if not self._closed:

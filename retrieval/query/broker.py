@@ -6,7 +6,8 @@ lexical and vector candidates, which the broker merges. The calls go through
 :class:`retrieval.query.fan_out.FanOut`: at most ``deadline_s``, a slow shard hedged to
 a replica when one exists, and a shard that fails or misses the deadline reported in
 ``missing_shards`` (with lexical and vector coverage separately) instead of failing
-the query.
+the query; a remote shard that keeps missing is skipped at once until it answers a probe
+(:mod:`retrieval.query.circuit`).
 """
 
 from __future__ import annotations
@@ -25,6 +26,7 @@ from retrieval.index.collection_stats import CorpusStats
 from retrieval.index.forward_features import ShardFeatures
 from retrieval.index.lexical import DF_CACHE_TERMS, StoredDoc
 from retrieval.index.lexical_query import stat_terms
+from retrieval.query.circuit import ShardCircuits
 from retrieval.query.fan_out import FanOut, ShardCall
 from retrieval.query.hybrid import Candidate, CandidateFields, merge_shards
 from retrieval.query.shard_backend import AnnotateRequest, Annotations, ShardBackend, ShardRequest
@@ -65,12 +67,23 @@ class Broker:
         deadline_s: float = 1.0,
         hedge: bool = True,
         calls_per_replica: int = 16,
+        trip_after: int = 3,
+        probe_every_s: float = 1.0,
     ) -> None:
         if not shards or any(not replicas for replicas in shards):
             raise ShardUnavailable("A broker needs at least one replica for every shard.")
         self.shards = [list(replicas) for replicas in shards]
         self.deadline_s = deadline_s
-        self._calls = FanOut(self.shards, hedge=hedge, calls_per_replica=calls_per_replica)
+        self.circuits = ShardCircuits(
+            len(self.shards), trip_after=trip_after, probe_every_s=probe_every_s, probe_timeout_s=deadline_s
+        )
+        self._calls = FanOut(
+            self.shards,
+            hedge=hedge,
+            calls_per_replica=calls_per_replica,
+            circuits=self.circuits,
+            miss_window_s=0.25 * deadline_s,
+        )
         self._num_docs: int | None = None
         self._df: dict[str, dict[tuple[str, str], int]] = {}
         """Per analysed term, its collection-wide (field, term) frequencies: a broker serves one

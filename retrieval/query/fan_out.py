@@ -17,6 +17,7 @@ from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
 from contextlib import contextmanager
 from typing import TypeVar
 
+from retrieval.query.circuit import ShardCircuits
 from retrieval.query.shard_backend import LocalShard, ShardBackend
 
 logger = logging.getLogger(__name__)
@@ -70,10 +71,23 @@ class FanOut:
     """
 
     def __init__(
-        self, shards: Sequence[Sequence[ShardBackend]], *, hedge: bool = True, calls_per_replica: int = 16
+        self,
+        shards: Sequence[Sequence[ShardBackend]],
+        *,
+        hedge: bool = True,
+        calls_per_replica: int = 16,
+        circuits: ShardCircuits | None = None,
+        miss_window_s: float = 0.0,
     ) -> None:
         self.shards = shards
         self.hedge = hedge
+        self.circuits = circuits or ShardCircuits(len(shards))
+        self.miss_window_s = miss_window_s
+        """A call given less time than this is not counted against its shard when it misses: the
+        query's deadline ran out elsewhere (fetches after a slow search), not the shard's."""
+        self._guarded = [any(not isinstance(r, LocalShard) for r in replicas) for replicas in shards]
+        """Shards with a replica in another process: only those can hang, so only their
+        circuits open (an in-process shard that fails says why in ``/healthz`` already)."""
         self.latency = {phase: [LatencyTracker() for _ in shards] for phase in PHASES}
         self.inline = all(len(r) == 1 and isinstance(r[0], LocalShard) for r in shards)
         """Every shard is one in-process replica: cheap steps run on the query's thread."""
@@ -93,6 +107,7 @@ class FanOut:
         )
 
     def close(self) -> None:
+        self.circuits.close()
         for pools in self._pools:
             for pool in pools:
                 pool.shutdown(wait=False, cancel_futures=True)
@@ -133,6 +148,8 @@ class FanOut:
         if self.inline and (len(calls) < 2 or phase not in PARALLEL_LOCAL_PHASES or self._in_flight > 1):
             return self._inline(calls, deadline, phase=phase), []
         started = time.perf_counter()
+        skipped = {s for s in calls if self._guarded[s] and self.circuits.is_open(s)}
+        calls = {s: fn for s, fn in calls.items() if s not in skipped}
         pending: dict[Future[T], int] = {}
         for shard_no, fn in calls.items():
             pending[self._submit(shard_no, 0, fn, deadline)] = shard_no
@@ -189,13 +206,32 @@ class FanOut:
                     pending[self._submit(shard_no, 1, calls[shard_no], deadline)] = shard_no
         for future in pending:
             future.cancel()  # a queued call to a hung replica is dropped, not run late
+        given_s = deadline - started
         for shard_no in calls:
-            if shard_no not in results:
-                if shard_no in errors and not isinstance(errors[shard_no], _DeadlinePassed):
-                    logger.warning("shard %d failed: %s", shard_no, errors[shard_no])
-                else:
-                    logger.warning("shard %d missed the deadline", shard_no)
+            if shard_no in results:
+                if self._guarded[shard_no]:
+                    self.circuits.succeeded(shard_no)
+                continue
+            failed = shard_no in errors and not isinstance(errors[shard_no], _DeadlinePassed)
+            why = f"failed: {errors[shard_no]}" if failed else "missed the deadline"
+            logger.warning("shard %d %s", shard_no, why)
+            if self._guarded[shard_no] and (failed or given_s >= self.miss_window_s):
+                self.circuits.missed(shard_no, self._probe(shard_no, calls[shard_no]), why[:200])
         return results, sorted(hedged)
+
+    def _probe(self, shard_no: int, fn: ShardCall[T]) -> Callable[[float], object]:
+        """The call that missed, tried on each replica of the shard in turn (the prober's)."""
+
+        def probe(timeout_s: float) -> object:
+            error: Exception | None = None
+            for replica in self.shards[shard_no]:
+                try:
+                    return fn(replica, timeout_s)
+                except Exception as exc:  # noqa: BLE001 - the next replica may answer
+                    error = exc
+            raise error or RuntimeError("no replica")
+
+        return probe
 
     def _inline(self, calls: Mapping[int, ShardCall[T]], deadline: float, *, phase: str) -> dict[int, T]:
         """In-process shards, one after another on the calling thread.

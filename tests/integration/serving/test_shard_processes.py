@@ -196,6 +196,63 @@ def test_hung_shard_leaves_partial_answers_on_time(index_root: Path, shard_procs
         time.sleep(0.2)
 
 
+def test_a_hung_shard_is_skipped_after_a_few_misses_and_rejoins_when_a_probe_answers(
+    index_root: Path, shard_procs: list[ShardProcess]
+) -> None:
+    """The circuit of a SIGSTOPped shard opens after ``circuit_trip_after`` misses: answers are
+    then partial at once, naming it, and /healthz and /metrics say it is skipped; resumed, a
+    background probe closes the circuit and answers are whole again (no query needed)."""
+    from api.app import create_app
+    from core.settings import Settings
+    from tests.conftest import ServerThread
+
+    deadline_s = 2.0
+    settings = Settings.model_validate(
+        {
+            "api": {"rate_limit_per_s": 0},
+            "search": {
+                "use_vectors": False,
+                "cache_entries": 0,
+                "deadline_s": deadline_s,
+                "circuit_trip_after": 3,
+                "circuit_probe_every_s": 0.2,
+            },
+        }
+    )
+    spec = f"{shard_procs[0].url},{shard_procs[1].url}"
+    with ServerThread(create_app(settings, index_dir=index_root, shard_urls=spec)) as server:
+        api = httpx.Client(base_url=server.url, timeout=30)
+
+        def search(q: str) -> tuple[float, dict[str, Any]]:
+            started = time.perf_counter()
+            body = api.get("/v1/search", params={"q": q}).json()
+            return time.perf_counter() - started, body
+
+        assert not search(QUERIES[0])[1]["partial"]
+        assert [s["answering"] for s in api.get("/healthz").json()["shards"]] == [True, True]
+        shard_procs[1].proc.send_signal(signal.SIGSTOP)
+        try:
+            for q in QUERIES[:3]:  # each query asks the shard two or three times: three misses at most
+                assert search(q)[1]["missing_shards"] == [1]
+            health = api.get("/healthz").json()
+            assert health["status"] == "degraded"
+            assert [s["answering"] for s in health["shards"]] == [True, False]
+            assert any(p.startswith("shard 1: not answering") for p in health["problems"])
+            assert 'trawl_shard_circuit_open{shard="1"} 1.0' in api.get("/metrics").text
+            skipped = [search(q) for q in QUERIES]
+            assert all(b["partial"] and b["missing_shards"] == [1] and b["results"] for _, b in skipped)
+            assert max(seconds for seconds, _ in skipped) < deadline_s / 2  # no query waits for it
+        finally:
+            shard_procs[1].proc.send_signal(signal.SIGCONT)
+        rejoined = time.monotonic() + 30
+        while not all(s["answering"] for s in api.get("/healthz").json()["shards"]):
+            assert time.monotonic() < rejoined, "the probe never closed the circuit"
+            time.sleep(0.1)
+        assert not search(QUERIES[1])[1]["partial"]
+        assert 'trawl_shard_circuit_open{shard="1"} 0.0' in api.get("/metrics").text
+        api.close()
+
+
 def test_killed_shard_gives_partial_results_naming_it(
     index_root: Path, shard_procs: list[ShardProcess]
 ) -> None:
