@@ -62,6 +62,42 @@ def from_crawl_command(
     console.print(table)
 
 
+@dataset_app.command("crawl-sets")
+def crawl_sets_command(
+    site: Annotated[
+        list[str] | None,
+        typer.Option("--site", help="pydocs, pgdocs or sqlitedocs (repeat; default: every one installed)."),
+    ] = None,
+    out: Annotated[Path, typer.Option("--out", help="Where the sets go, one folder each.")] = Path(
+        "data/eval-crawl"
+    ),
+    root: Annotated[
+        list[str] | None, typer.Option("--root", help="NAME=DIR: crawl DIR as the set NAME instead.")
+    ] = None,
+) -> None:
+    """The crawl-derived judged sets rankers.toml's recipes train on, each crawled on loopback.
+
+    Example: trawl dataset crawl-sets --site pydocs   (then: trawl experiment compare --a bm25 --b ltr …)
+    """
+    # lazy: crawl workers import this module, and no training code (tests/unit/cli/test_crawl_imports.py)
+    from training.crawl_sets import SITES, build_crawl_set
+
+    roots = dict(item.split("=", 1) for item in root or [] if "=" in item)
+    if len(roots) != len(root or []):
+        raise typer.BadParameter("--root takes NAME=DIR", param_hint="--root")
+    names = list(site or []) + [n for n in roots if n not in (site or [])]
+    if not names:
+        names = [n for n, s in SITES.items() if (s.root / "index.html").exists()]
+        skipped = [f"{n} (apt-get install {s.package})" for n, s in SITES.items() if n not in names]
+        if skipped:
+            console.print(f"not installed, skipped: {', '.join(skipped)}")
+    for name in names:
+        with console.status(f"{name}: crawling and deriving queries…"):
+            given = Path(roots[name]) if name in roots else None
+            report = build_crawl_set(name, out / name, root=given)
+        console.print(f"{report.out}: {report.queries:,} queries over {report.pages:,} pages")
+
+
 @dataset_app.command("title-only")
 def title_only_command(
     dataset: Annotated[Path, typer.Option("--dataset", help="A BEIR collection directory.")],

@@ -33,6 +33,7 @@ from retrieval.query.request import SearchRequest
 from retrieval.query.service import SearchService
 from retrieval.vectors.backfill import backfill_index
 from retrieval.vectors.embed import Embedder
+from training.crawl_sets import require_collections
 from training.datasets import BeirDataset
 from training.eval_index import cached_index, parse_queries
 from training.ir_metrics import evaluate_run
@@ -221,6 +222,9 @@ def evaluate(
     transfer = transfer or options.get("transfer", "").lower() in ("1", "true", "on", "yes")
     if transfer and (not ranker_name.startswith("ltr") or options.get("model")):
         raise ConfigError("--transfer trains LTR fold models: it needs --ranker ltr and no --model.")
+    mix = [*train_with, *(Path(p) for p in options.get("train_with", "").split(",") if p)]
+    if ranker_name.startswith("ltr") and not options.get("model"):  # refused now, not after indexing
+        require_collections(mix, wanted_by=f"LTR held out on {Path(dataset_dir).name}, trained with them,")
     dataset = BeirDataset.open(dataset_dir)
     index_dir, cache_dir = cached_index(dataset, settings, shards=shards)
     qrels = dataset.qrels()
@@ -245,7 +249,6 @@ def evaluate(
             # lazy: loads LightGBM, needed only to train fold models
             from training.ltr_folds import fold_models
 
-            mix = [*train_with, *(Path(p) for p in options.get("train_with", "").split(",") if p)]
             cv = fold_models(dataset, settings, folds=folds, train_with=mix, transfer=transfer)
             extra.update(cv.report())
             ranked = {}

@@ -29,6 +29,7 @@ from core.errors import ConfigError
 from core.settings import Settings
 from rerank.features import SCHEMA
 from rerank.ltr import MODEL_FILE, LtrModel, model_id_of
+from training.crawl_sets import require_collections
 from training.datasets import BeirDataset
 from training.eval_index import cached_index
 from training.frames import beir_labels, collection_frame
@@ -90,6 +91,7 @@ def fold_models(
     ``train_with`` collections only.
     """
     params = params or dataclasses.replace(LtrParams(), seed=seed)
+    require_collections(train_with, wanted_by=f"LTR held out on {dataset.name}, trained with them,")
     # The evaluated collection among the mix would put its test fold into training.
     train_with = [r for r in train_with if Path(r).resolve() != dataset.root.resolve()]
     if transfer and not train_with:

@@ -24,37 +24,24 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import socket
 import subprocess
 import sys
-import tempfile
 import time
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 REPO = Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(REPO))
+
+from training.crawl_sets import SITES as CRAWL_SITES  # noqa: E402
+from training.crawl_sets import CrawlSite, build_crawl_set  # noqa: E402
+
 TRAWL = [sys.executable, "-m", "cli.main"]
 METRICS = ("ndcg@10", "mrr@10")
 
 
-@dataclass(frozen=True, slots=True)
-class Site:
-    name: str
-    root: Path
-    description: str
-
-
-SITES = (
-    Site("pgdocs", Path("/usr/share/doc/postgresql-doc-15/html"), "PostgreSQL 15 manual (DocBook)"),
-    Site("sqlitedocs", Path("/usr/share/doc/sqlite3"), "SQLite documentation (hand-written HTML)"),
-)
-
-
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
+SITES = tuple(s for s in CRAWL_SITES.values() if s.name != "pydocs")
+"""The two sites besides the demo's (training.crawl_sets builds their judged sets)."""
 
 
 def _trawl(*args: str) -> str:
@@ -63,16 +50,6 @@ def _trawl(*args: str) -> str:
     if done.returncode != 0:
         raise SystemExit(f"trawl {' '.join(args[:3])} failed:\n{done.stderr[-3000:]}")
     return done.stdout
-
-
-def build_set(site: Site, out: Path) -> None:
-    """Crawl ``site`` on loopback into a scratch directory and write its judged set to ``out``."""
-    with tempfile.TemporaryDirectory(prefix=f"trawl-{site.name}-") as data:
-        port = str(_free_port())
-        _trawl(
-            "demo", "--site", str(site.root), "--data", data, "--no-serve", "--no-embed", "--site-port", port
-        )
-        _trawl("dataset", "from-crawl", "--data", str(Path(data) / "crawl"), "--out", str(out))
 
 
 def compare(dataset: Path, baseline: str, rankers: list[str]) -> dict[str, dict[str, Any]]:
@@ -91,7 +68,7 @@ def _p_value(comparison: dict[str, Any]) -> float:
     return float(comparison.get("p_randomization_holm", comparison["p_randomization"]))
 
 
-def report_rows(site: Site, queries: int, result: dict[str, dict[str, Any]]) -> list[str]:
+def report_rows(site: CrawlSite, queries: int, result: dict[str, dict[str, Any]]) -> list[str]:
     first = result[METRICS[0]]
     rows = []
     base = " / ".join(f"{result[m]['comparisons'][0]['mean_a']:.4f}" for m in METRICS)
@@ -131,11 +108,11 @@ def main(argv: list[str] | None = None) -> int:
         dataset = args.sets / site.name
         started = time.perf_counter()
         if args.rebuild or not (dataset / "qrels" / "test.tsv").exists():
-            build_set(site, dataset)
+            build_crawl_set(site.name, dataset)
         with (dataset / "queries.jsonl").open(encoding="utf-8") as handle:
             queries = sum(1 for line in handle if line.strip())
         lines += report_rows(site, queries, compare(dataset, args.a, rankers))
-        print(f"{site.name}: {site.description}, {time.perf_counter() - started:.0f} s", file=sys.stderr)
+        print(f"{site.name}: {site.root}, {time.perf_counter() - started:.0f} s", file=sys.stderr)
     text = "\n".join(lines)
     print(text)
     if args.out:
