@@ -72,6 +72,9 @@ class SearchSettings(BaseModel):
     0: once, after a generation opens."""
     spelling: bool = True
     """Spelling suggestions from the generation's vocabulary (retrieval.query.spelling)."""
+    compounds: bool = True
+    """Also search the other spelling of compound words the vocabulary holds ("default dict" finds
+    ``defaultdict``, "f-string" finds "fstring"): :mod:`retrieval.text.compounds`."""
     spell_known_df: int = Field(2, ge=1)
     """A word in at least this many documents is never corrected."""
     spell_max_distance: int = Field(2, ge=1, le=3)

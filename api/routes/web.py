@@ -312,6 +312,7 @@ def explain_page(
             context["snippet"] = Markup(hit.snippet)
             context["ranker"] = response.ranker
             context["view"] = explain_view(response.ranker, info, breakdown)
+            context["also_searched"] = [text for text, _ in response.query.expansions]
     except QueryError as exc:
         context["error"] = str(exc)
         status = 400

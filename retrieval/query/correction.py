@@ -7,6 +7,8 @@ change, so a word indexed in place since the build is not corrected away (DECISI
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+
 from core.settings import SearchSettings
 from core.types import SearchResponse
 from retrieval.index.generation import Generation, GenerationSet
@@ -27,6 +29,11 @@ class SpellingCorrector:
             known_df=settings.spell_known_df,
             max_distance=settings.spell_max_distance,
         )
+
+    def vocabulary(self, generation: Generation) -> Mapping[str, int] | None:
+        """The generation's surface words with their document frequencies (None: it has none)."""
+        speller = self.spellers.get(generation.id, vocabulary_file(generation.path))
+        return None if speller is None else speller.df
 
     def warm(self, generation: Generation) -> None:
         """Build the generation's speller now rather than in its first query."""

@@ -36,6 +36,7 @@ from retrieval.query.results import page_hits, with_ignored_words
 from retrieval.query.retriever import Retriever
 from retrieval.query.served_rankers import QueryEncoder, ServedRankers
 from retrieval.query.shard_backend import LocalShard, ShardBackend
+from retrieval.text.compounds import with_compounds
 
 logger = logging.getLogger(__name__)
 
@@ -154,9 +155,13 @@ class SearchService:
         """Why :meth:`default_ranker` is what it is, for ``/healthz`` and operators."""
         return self.rankers.default_reason(generation)
 
-    def parse(self, request: SearchRequest) -> Query:
-        """The request's query as the ranking reads it (filters and synonyms included)."""
-        return self.parser.parse(request)
+    def parse(self, request: SearchRequest, generation: Generation | None = None) -> Query:
+        """The request's query as the ranking of ``generation`` (the serving one by default)
+        reads it: filters, synonyms and the compound spellings its vocabulary holds."""
+        query = self.parser.parse(request)
+        if not self.settings.compounds:
+            return query
+        return with_compounds(query, self.spelling.vocabulary(generation or self.generation))
 
     def facets(
         self, query: Query, names: Sequence[str], *, limit: int = 10
@@ -232,7 +237,7 @@ class SearchService:
     ) -> SearchResponse:
         """One page of ``generation``'s ranked list (kept open by the caller)."""
         budget = RequestBudget(self.settings.deadline_s, started + self.settings.deadline_s)
-        query = self.parser.parse(request)
+        query = self.parse(request, generation)
         stage = self.rankers.stage(request.ranker, generation)
         key = (
             generation.view,
