@@ -17,14 +17,15 @@ import re
 from collections.abc import Mapping
 
 from core.types import Query
-from retrieval.text.tokenizer import words
+from retrieval.text.tokenizer import ENGLISH_STOPWORDS, words
 
 JOIN_WEIGHT = 1.0
 """A joined compound counts as much as a typed word: "default dict" meant ``defaultdict``."""
 SPLIT_WEIGHT = 0.7
 """The split form is a guess among several cut points: a little less than the typed word."""
 MIN_PART_CHARS = 3
-"""Shorter parts make nonsense splits ("a ssert"); a join keeps one-letter parts ("f-string")."""
+"""Shorter parts, and stopwords, make nonsense joins and splits ("a list" → ``alist``, "a ssert");
+a hyphenated word is joined whatever its parts ("f-string")."""
 _HYPHENATED = re.compile(r"^[^\W_]+(?:[-‐‑][^\W_]+)+$")
 
 
@@ -41,6 +42,8 @@ def compound_variants(
             found[text] = weight
 
     for left, right in zip(typed, typed[1:], strict=False):
+        if not (_joinable(left) and _joinable(right)):
+            continue  # "a list" is not ``alist``, a variable name some page holds
         joined = left + right
         if df.get(joined, 0) >= min_df:
             add(joined, JOIN_WEIGHT)
@@ -55,6 +58,10 @@ def compound_variants(
             if split is not None:
                 add(split, SPLIT_WEIGHT)
     return tuple(found.items())
+
+
+def _joinable(word: str) -> bool:
+    return len(word) >= MIN_PART_CHARS and word not in ENGLISH_STOPWORDS
 
 
 def best_split(word: str, df: Mapping[str, int], *, min_df: int = 2) -> str | None:

@@ -23,6 +23,9 @@ def test_adjacent_words_join_when_the_index_holds_the_compound() -> None:
         ("ordereddict", 1.0),
     )
     assert compound_variants(parse_query("dict default"), DF) == ()  # "dictdefault" is no word of it
+    assert (
+        compound_variants(parse_query("pick from a list"), DF | {"alist": 5, "list": 90}) == ()
+    )  # a stopword
 
 
 def test_a_hyphenated_word_joins_and_a_rare_compound_is_not_enough() -> None:
