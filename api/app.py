@@ -79,6 +79,8 @@ def create_app(settings: Settings, *, index_dir: Path, shard_urls: str | None = 
             app.state.push = PushWriter(settings.api.push_data, Path(index_dir), settings)
             app.state.push.start()
         app.state.experiments = open_experiments(settings)
+        if settings.api.suggest_at_start and remote is None:
+            suggest.start_suggestions(app, service)
         try:
             check_rankers(app.state.experiments.book, service.stages)
         except Exception:

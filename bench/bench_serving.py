@@ -368,6 +368,7 @@ def start_server(root: Path, port: int, args: argparse.Namespace, *, layout: str
         **os.environ,
         "TRAWL_SEARCH__CACHE_ENTRIES": "0",
         "TRAWL_API__RATE_LIMIT_PER_S": "0",
+        "TRAWL_API__SUGGEST_AT_START": "false",  # no suggestions build beside the timed load
         "TRAWL_EMBED__QUERY_CACHE_SIZE": "1024" if cache else "0",
         "OPENBLAS_NUM_THREADS": "1",
         "HF_HUB_OFFLINE": "1",

@@ -128,6 +128,7 @@ def start(root: Path, port: int, log_dir: Path) -> subprocess.Popen[bytes]:
     env = {
         **os.environ,
         "TRAWL_API__RATE_LIMIT_PER_S": "0",
+        "TRAWL_API__SUGGEST_AT_START": "false",  # the first build is timed from the first request
         "TRAWL_SEARCH__USE_VECTORS": "false",
         "TRAWL_EXPERIMENTS__LOG_DIR": str(log_dir),
     }

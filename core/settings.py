@@ -229,6 +229,9 @@ class ApiSettings(BaseModel):
     """How often the served index looks for pushed segments: the push-to-searchable lag."""
     push_compact_every_s: float = Field(3600.0, ge=0)
     """A new generation from the whole push directory this often (0: never)."""
+    suggest_at_start: bool = True
+    """Build the serving generation's suggestions (``/v1/suggest``) in the background as the
+    service starts, so the first keystroke does not wait for it (seconds at 100K pages)."""
     rate_limit_per_s: float = Field(50.0, ge=0)
     """Sustained requests per second per client address; 0 disables the limit."""
     rate_limit_burst: int = Field(100, ge=1)

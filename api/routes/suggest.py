@@ -20,7 +20,7 @@ from typing import Annotated, Literal
 from xml.sax.saxutils import escape, quoteattr
 
 import anyio.to_thread
-from fastapi import APIRouter, Query, Request, Response
+from fastapi import APIRouter, FastAPI, Query, Request, Response
 from pydantic import BaseModel
 
 from api.deps import SearchDep
@@ -70,8 +70,17 @@ def suggester_builder(settings: Settings, service: SearchService) -> SuggesterCa
 
 
 def suggestions_cache(request: Request, service: SearchService) -> SuggesterCache:
-    """The app's cache, made on first use (the app's lifespan knows nothing of it)."""
-    state = request.app.state
+    """The app's cache, made at start-up (``api.suggest_at_start``) or on first use."""
+    return app_suggestions(request.app, service)
+
+
+def start_suggestions(app: FastAPI, service: SearchService) -> None:
+    """Start building the serving generation's suggester in the background (the lifespan's call)."""
+    app_suggestions(app, service).get(service.generations)
+
+
+def app_suggestions(app: FastAPI, service: SearchService) -> SuggesterCache:
+    state = app.state
     with _cache_lock:
         cache: SuggesterCache | None = getattr(state, "suggest", None)
         if cache is None:

@@ -56,6 +56,13 @@ def texts(client: httpx.Client, q: str, **params: str) -> list[str]:
     return [s["text"] for s in answer.json()["suggestions"]]
 
 
+def test_the_suggester_is_built_as_the_service_starts(served: Served) -> None:
+    """Before any keystroke: the first one must not pay for the build."""
+    cache = served.app.state.suggest  # made by the lifespan, not by a request
+    assert cache.settle(60)
+    assert cache.get(served.app.state.search.generations) is not None
+
+
 def test_suggestions_complete_titles_and_headings(client: httpx.Client) -> None:
     answer = client.get("/v1/suggest", params={"q": "list c"})
     assert answer.status_code == 200
