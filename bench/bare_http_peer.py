@@ -24,7 +24,7 @@ def create_app(gen: Path, *, hybrid: bool) -> Any:
     from fastapi import FastAPI
 
     from core.settings import Settings
-    from retrieval import layout
+    from retrieval.index import layout
     from retrieval.index.manifest import IndexManifest
     from retrieval.text.tokenizer import analyzed_text
     from retrieval.vectors.hnsw import VectorShard, current_version

@@ -6,9 +6,11 @@ beside a bare Tantivy + hnswlib search over the same data in the same run.
 1. Builds (once, cached under data/bench/) an index root of synthetic documents made from
    the evaluation corpora (see bench/synth_corpus.py) and embeds one short passage per
    document (MiniLM embeds ~30–80 full documents/s on 2 cores; these are ~80 words).
-2. Starts `trawl serve` (response cache off, rate limit off) and drives it over HTTP
-   from this process with C concurrent clients for D seconds per ranker, queries drawn
-   from the cranfield and cisi query sets.
+2. Starts `trawl serve` (rate limit off) and drives it over HTTP with wrk, C concurrent
+   clients for D seconds per ranker, over two query sets: **web** (the main rows: 2-5 word
+   queries as people type them, drawn with a realistic repeat rate, see :func:`web_queries`)
+   with the caches as shipped (hit rate reported) and with every cache off, and **cisi**
+   (the paragraph-long cranfield and cisi topics, caches off) as the second set.
 3. Runs the peer in this process: bare Tantivy (lenient parser over the same shards)
    plus hnswlib k-NN over the same vectors with the same query encoding, with the same
    concurrency and duration.
@@ -67,6 +69,46 @@ def queries() -> list[str]:
     return out
 
 
+WEB_ZIPF_S = 0.8
+"""Exponent of the web set's query popularity. Query logs are power laws (Excite, AltaVista
+and AOL studies put the exponent near 0.8-1.0, with a third to a half or more of all
+queries repeats of an earlier one); 0.8 over every 2-5 word window of the topics (~60,000
+distinct) gives a 20,000-query stream with 56% repeats (printed with the results), the
+upper end of that range: a result cache hits at most that share."""
+
+
+def web_queries(total: int = 20_000, pool: int = 60_000, seed: int = 7) -> tuple[list[str], float]:
+    """(a stream of 2-5 word queries, its repeat share): windows of content words of the
+    cranfield and cisi topics (what the synthetic index holds), popularity Zipf(WEB_ZIPF_S)."""
+    from retrieval.text.tokenizer import ENGLISH_STOPWORDS, words
+
+    rng = random.Random(seed)
+    distinct: dict[str, None] = {}
+    for topic in queries():
+        content = [w for w in words(topic) if w not in ENGLISH_STOPWORDS and not w.isdigit()]
+        for size in range(2, 6):
+            for start in range(len(content) - size + 1):
+                distinct[" ".join(content[start : start + size])] = None
+    ranked = list(distinct)[:pool]
+    rng.shuffle(ranked)
+    weights = [1 / (rank + 1) ** WEB_ZIPF_S for rank in range(len(ranked))]
+    stream = rng.choices(ranked, weights=weights, k=total)
+    return stream, round(1 - len(set(stream)) / len(stream), 3)
+
+
+def cache_hits(url: str) -> tuple[float, float]:
+    """(hits, lookups) of the response cache so far, from /metrics."""
+    hits = misses = 0.0
+    for line in httpx.get(f"{url}/metrics", timeout=10).text.splitlines():
+        if line.startswith("trawl_query_cache_total{"):
+            value = float(line.rsplit(" ", 1)[1])
+            if 'result="hit"' in line:
+                hits += value
+            else:
+                misses += value
+    return hits, hits + misses
+
+
 def build(root: Path, docs: int, shards: int, passage_words: int) -> None:
     from bench.synth_corpus import synthetic_documents
 
@@ -89,7 +131,7 @@ def embed_short_passages(gen_dir: Path, words: int) -> None:
     import numpy as np
 
     from core.atomic import write_text
-    from retrieval import layout
+    from retrieval.index import layout
     from retrieval.index.lexical import LexicalShard
     from retrieval.index.manifest import IndexManifest
     from retrieval.vectors.embed import Embedder
@@ -159,12 +201,17 @@ def pin_plan() -> tuple[list[str], str]:
     return [], f"wrk not pinned: only {cores} cores (pinning would halve the server's)"
 
 
+_RUNS = iter(range(10**6))
+
+
 def wrk_drive(url: str, prefix: str, qfile: Path, clients: int, duration: float) -> dict[str, Any]:
-    """Load from ``wrk`` (one thread, ``clients`` connections) rotating the query file.
+    """Load from ``wrk`` (one thread, ``clients`` connections) rotating the query file, each
+    run from its own stretch of it (a cache warmed by one run does not see the same stream replayed).
 
     Reports the generator's own CPU time as a share of the machine over the run."""
     pin, _ = pin_plan()
-    env = {**os.environ, "QUERIES": str(qfile), "PATH_PREFIX": prefix}
+    start_at = str(next(_RUNS) * 7919)
+    env = {**os.environ, "QUERIES": str(qfile), "PATH_PREFIX": prefix, "START_AT": start_at}
     cmd = [*pin, "wrk", "-t1", f"-c{clients}", f"-d{int(duration)}s", "--timeout", "30s"]
     cmd += ["-s", str(REPO / "bench" / "wrk_queries.lua"), url]
     child = subprocess.Popen(cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
@@ -219,7 +266,7 @@ def bare_peer(root: Path, qs: list[str], clients: int, duration: float, *, hybri
 
     import tantivy
 
-    from retrieval import layout
+    from retrieval.index import layout
     from retrieval.index.manifest import IndexManifest
     from retrieval.text.tokenizer import analyzed_text
     from retrieval.vectors.embed import Embedder
@@ -364,15 +411,16 @@ def stage_breakdown(root: Path, qs: list[str], ranker: str, n: int, *, forward: 
 
 
 def start_server(root: Path, port: int, args: argparse.Namespace, *, layout: str, cache: bool) -> Any:
+    """``cache``: the response and query-vector caches as shipped; otherwise both off."""
     env = {
         **os.environ,
-        "TRAWL_SEARCH__CACHE_ENTRIES": "0",
         "TRAWL_API__RATE_LIMIT_PER_S": "0",
         "TRAWL_API__SUGGEST_AT_START": "false",  # no suggestions build beside the timed load
-        "TRAWL_EMBED__QUERY_CACHE_SIZE": "1024" if cache else "0",
         "OPENBLAS_NUM_THREADS": "1",
         "HF_HUB_OFFLINE": "1",
     }
+    if not cache:
+        env |= {"TRAWL_SEARCH__CACHE_ENTRIES": "0", "TRAWL_EMBED__QUERY_CACHE_SIZE": "0"}
     cmd = [sys.executable, "-m", "cli.main", "serve", "--index", str(root), "--port", str(port)]
     cmd += ["--workers", str(args.workers)]
     if layout == "shard-processes":
@@ -395,7 +443,11 @@ def main() -> None:
     parser.add_argument(
         "--layouts", default="inproc,shard-processes", help="inproc (one process) and/or shard-processes"
     )
-    parser.add_argument("--cached-too", action="store_true", help="also run with the query-vector cache on")
+    parser.add_argument(
+        "--sets",
+        default="web:shipped,web:off,cisi:off",
+        help="query set:caches rows (web|cisi : shipped|off)",
+    )
     parser.add_argument("--stage-queries", type=int, default=100, help="queries for the per-stage breakdown")
     args = parser.parse_args()
 
@@ -403,8 +455,11 @@ def main() -> None:
     build(root, args.docs, args.shards, args.passage_words)
     if args.build_only:
         return
+    tmp = Path(os.environ.get("TMPDIR", "/tmp"))
+    web, repeats = web_queries()
+    sets = {"web": (web, write_query_file(web, tmp / "trawl-bench-web.txt"))}
     qs = queries()
-    qfile = write_query_file(qs, Path(os.environ.get("TMPDIR", "/tmp")) / "trawl-bench-queries.txt")
+    sets["cisi"] = (qs, write_query_file(qs, tmp / "trawl-bench-queries.txt"))
     clients = [int(c) for c in args.clients.split(",")]
     results: dict[str, Any] = {
         "docs": args.docs,
@@ -412,32 +467,42 @@ def main() -> None:
         "duration_s": args.duration,
         "workers": args.workers,
         "generator": "wrk -t1 (Lua rotating the query set); " + pin_plan()[1],
+        "web_set": f"{len(web):,} queries of 2-5 words, Zipf {WEB_ZIPF_S}, {repeats:.0%} repeats",
     }
-    runs = [(layout, cache) for layout in args.layouts.split(",") for cache in (False, True)]
-    for layout, cache in runs:
-        if cache and not args.cached_too:
-            continue
-        port = free_port()
-        server = start_server(root, port, args, layout=layout, cache=cache)
-        url = f"http://127.0.0.1:{port}"
-        try:
-            wait_ready(url, server)
-            available = set(httpx.get(f"{url}/healthz").json()["rankers"])
-            for ranker in args.rankers.split(","):
-                if cache and ranker == "bm25":
-                    continue  # no query vector: the cache changes nothing
-                if ranker not in available:
-                    results[ranker] = f"not available on this index ({sorted(available)})"
-                    continue
-                for q in qs[:30]:  # warm
-                    httpx.get(f"{url}/v1/search", params={"q": q, "ranker": ranker}, timeout=30)
-                for c in clients:
-                    key = f"{ranker}@{c} {layout}{' cached' if cache else ''}"
-                    results[key] = wrk_drive(url, f"/v1/search?ranker={ranker}&q=", qfile, c, args.duration)
-                    print(key, results[key], file=sys.stderr)
-        finally:
-            server.terminate()
-            server.wait(timeout=60)
+    rows = [tuple(row.split(":")) for row in args.sets.split(",")]
+    for layout in args.layouts.split(","):
+        for cache in sorted({mode == "shipped" for _, mode in rows}, reverse=True):
+            port = free_port()
+            server = start_server(root, port, args, layout=layout, cache=cache)
+            url = f"http://127.0.0.1:{port}"
+            try:
+                wait_ready(url, server)
+                available = set(httpx.get(f"{url}/healthz").json()["rankers"])
+                for name, mode in rows:
+                    if (mode == "shipped") != cache:
+                        continue
+                    stream, qfile = sets[name]
+                    for ranker in args.rankers.split(","):
+                        if ranker not in available:
+                            results[ranker] = f"not available on this index ({sorted(available)})"
+                            continue
+                        for q in stream[:30]:  # warm
+                            httpx.get(f"{url}/v1/search", params={"q": q, "ranker": ranker}, timeout=30)
+                        for c in clients:
+                            key = f"{ranker}@{c} {layout} {name} caches {mode}"
+                            before = cache_hits(url)
+                            results[key] = wrk_drive(
+                                url, f"/v1/search?ranker={ranker}&q=", qfile, c, args.duration
+                            )
+                            after = cache_hits(url)
+                            lookups = after[1] - before[1]
+                            results[key]["cache_hit_rate"] = (
+                                round((after[0] - before[0]) / lookups, 3) if lookups else 0.0
+                            )
+                            print(key, results[key], file=sys.stderr)
+            finally:
+                server.terminate()
+                server.wait(timeout=60)
     if not args.no_peers:
         gen = resolve_index(root)
         for hybrid in (False, True):
@@ -448,18 +513,19 @@ def main() -> None:
             peer = subprocess.Popen(cmd + (["--hybrid"] if hybrid else []), env=env, stderr=subprocess.PIPE)
             try:
                 wait_ready(f"http://127.0.0.1:{port}", peer)
-                for c in clients:
-                    key = f"bare-http-{name}@{c}"
-                    results[key] = wrk_drive(
-                        f"http://127.0.0.1:{port}", "/v1/search?q=", qfile, c, args.duration
-                    )
-                    print(key, results[key], file=sys.stderr)
+                for set_name in sorted({n for n, _ in rows}, key=["web", "cisi"].index):
+                    for c in clients:
+                        key = f"bare-http-{name}@{c} {set_name}"
+                        results[key] = wrk_drive(
+                            f"http://127.0.0.1:{port}", "/v1/search?q=", sets[set_name][1], c, args.duration
+                        )
+                        print(key, results[key], file=sys.stderr)
             finally:
                 peer.terminate()
                 peer.wait(timeout=30)
             for c in clients:
-                key = f"bare-inprocess-{name}@{c}"
-                results[key] = bare_peer(root, qs, c, args.duration, hybrid=hybrid)
+                key = f"bare-inprocess-{name}@{c} web"
+                results[key] = bare_peer(root, web, c, args.duration, hybrid=hybrid)
                 print(key, results[key], file=sys.stderr)
     stages: dict[str, dict[str, float]] = {}
     if args.stage_queries:
@@ -478,18 +544,20 @@ def write_report(
     args: argparse.Namespace, results: dict[str, Any], stages: dict[str, dict[str, float]]
 ) -> None:
     lines = [
-        "| run | QPS | p50 ms | p95 ms | p99 ms | errors | generator CPU |",
-        "|---|---|---|---|---|---|---|",
+        "| run | QPS | p50 ms | p95 ms | p99 ms | errors | cache hits | generator CPU |",
+        "|---|---|---|---|---|---|---|---|",
     ]
     for key, value in results.items():
         if isinstance(value, dict) and "qps" in value:
             cells = [key, *(str(value[c]) for c in ("qps", "p50_ms", "p95_ms", "p99_ms", "errors"))]
+            cells.append(f"{value['cache_hit_rate']:.0%}" if "cache_hit_rate" in value else "–")
             cells.append(str(value.get("generator_cpu", "in-process threads")))
             lines.append("| " + " | ".join(cells) + " |")
     text = (
         f"{args.docs:,} documents, {args.shards} shards, "
         f"{args.duration:.0f} s per run, {args.workers} worker(s); `python bench/bench_serving.py`\n\n"
-        f"Generator: {results['generator']}. Query-vector cache off unless the row says cached.\n\n"
+        f'Generator: {results["generator"]}. Web set: {results["web_set"]}. "caches shipped": the '
+        'response cache and query-vector cache as `trawl serve` ships them; "off": both off.\n\n'
         + "\n".join(lines)
         + "\n"
     )

@@ -1,5 +1,6 @@
 -- wrk script: rotate through a query file (one URL-encoded query a line), each thread
--- starting at its own offset; done() prints the latency percentiles as one JSON line.
+-- starting at its own offset (plus START_AT, so successive runs read different stretches);
+-- done() prints the latency percentiles as one JSON line.
 -- Usage: QUERIES=file PATH_PREFIX="/v1/search?ranker=bm25&q=" wrk -s wrk_queries.lua URL
 
 local queries = {}
@@ -18,7 +19,7 @@ function setup(thread)
 end
 
 function init(args)
-  i = id * 37
+  i = id * 37 + (tonumber(os.getenv("START_AT")) or 0)
   bad = 0
 end
 
