@@ -137,7 +137,7 @@ def train_ltr_command(
             members=members,
             on_progress=on_progress,
         )
-    model.save(out)
+    model.save(out, compile_trees=True)
     collections, rows = len(model.card["data"]), int(model.card["rows"])
     table = Table(title=f"{model.model_id} · {collections} collection(s) · {rows:,} rows")
     for column in ("fold", "train q", "test q", "rounds", "nDCG@10", "MAP", "R@100", "MRR@10"):

@@ -274,6 +274,12 @@ class RankSettings(BaseModel):
 
     ltr_model: Path | None = None
     """A ``trawl train ltr`` output directory; None: ``models/ltr/default`` when it exists."""
+    ltr_scorer: Literal["compiled", "lightgbm"] = "compiled"
+    """compiled: the model's trees compiled by lleaves (checked against LightGBM at load;
+    LightGBM, with one warning, when they cannot be built). lightgbm: LightGBM's predict."""
+    compiled_trees_dir: Path | None = None
+    """Where compiled trees are cached, one folder per model id and compiler; None:
+    ``$XDG_CACHE_HOME/trawl/trees``. Unused for a model shipping its own (``trawl train ltr``)."""
     feature_log_dir: Path | None = None
     """Where the ``ltr`` stage logs sampled feature rows (Parquet); None: no logging."""
     feature_log_rate: float = Field(0.01, ge=0, le=1)

@@ -6,7 +6,7 @@ cross-validated metrics, date, code version). Loading checks the card's features
 :data:`rerank.features.SCHEMA` and scores a model on its own columns, by name: a model
 reading columns in another order would rank nonsense without any error. A model trained
 before a feature was added ranks exactly as it did; one naming a feature this code does not
-compute is refused.
+compute is refused. Serving scores with compiled trees (:mod:`rerank.compiled_trees`).
 
 The stage fetches the candidates' stored documents, computes features with the function
 training used, scores, and sorts. With ``explain`` it returns each hit's feature values and
@@ -24,7 +24,7 @@ import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Self
+from typing import Any, Literal, Self
 
 import lightgbm as lgb
 import numpy as np
@@ -33,6 +33,7 @@ from numpy.typing import NDArray
 from core.atomic import staging_dir
 from core.errors import ModelLoadError
 from core.types import DocId, Query, ScoredDoc
+from rerank.compiled_trees import CompiledTrees, build_artefact, default_cache_dir, open_compiled
 from rerank.feature_log import FeatureLogger
 from rerank.features import INDEX, SCHEMA, FeatureContext, compute_features, reads_doc_vectors
 from rerank.model_card import CARD_FILE, CardFormat, read_card, write_card
@@ -42,7 +43,10 @@ from retrieval.query.ranking import RankContext, RankOutput
 logger = logging.getLogger(__name__)
 
 MODEL_FILE = "model.txt"
+COMPILED_DIR = "compiled"
+"""Where ``trawl train ltr`` writes the compiled trees inside a model directory."""
 CARD = CardFormat("trawl-ltr", 1)
+Scorer = Literal["compiled", "lightgbm"]
 
 
 def member_file(index: int) -> str:
@@ -74,6 +78,9 @@ class LtrModel:
     boosters: tuple[lgb.Booster, ...]
     features: tuple[str, ...]
     card: Mapping[str, Any] = field(default_factory=dict)
+    compiled: CompiledTrees | None = field(default=None, repr=False, compare=False)
+    """The same trees compiled (:mod:`rerank.compiled_trees`), checked against LightGBM when
+    loaded; None: scores come from LightGBM. Explanations always do (SHAP values)."""
     columns: NDArray[np.intp] | None = field(init=False, repr=False, compare=False)
     """Where the model's features are in a :data:`SCHEMA` row; None when it reads every column.
     Worked out once here: every ranked request selects by it."""
@@ -95,8 +102,11 @@ class LtrModel:
         return str(self.card.get("model_id") or model_id_of(self.boosters, str(self.card.get("name", "ltr"))))
 
     def score(self, values: NDArray[np.float64]) -> NDArray[np.float64]:
+        """The mean of the members' scores, from the compiled trees when loaded with them."""
         if values.shape[0] == 0:
             return np.zeros(0)
+        if self.compiled is not None:
+            return self.compiled.predict(values)
         return predict_mean(self.boosters, values)
 
     def contributions(self, values: NDArray[np.float64]) -> NDArray[np.float64]:
@@ -105,18 +115,46 @@ class LtrModel:
             return np.zeros((0, len(self.features) + 1))
         return predict_mean(self.boosters, values, pred_contrib=True)
 
-    def save(self, directory: Path) -> Path:
-        """Write the members and ``card.json`` into a staging directory, then rename it into place."""
+    def save(self, directory: Path, *, compile_trees: bool = False) -> Path:
+        """Write the members and ``card.json`` into a staging directory, then rename it into place.
+
+        With ``compile_trees`` (``trawl train ltr``) the compiled trees go in too, under
+        ``compiled/``, and the card records them (``compiled``: backend, package versions,
+        target, each file's SHA-256). Written here, at training, rather than added to the card
+        at the first load: a model directory is never written after it is published (it may
+        be read-only, or checked in), so a server loads this artefact without compiling or
+        writing anything; a model saved without one is compiled at load into a cache
+        directory instead. A failed compilation only leaves the artefact out.
+        """
         with staging_dir(directory) as tmp:
             for i, booster in enumerate(self.boosters):
                 booster.save_model(str(tmp / member_file(i)))
             card = dict(self.card)
+            card.pop("compiled", None)  # a copied card must not claim an artefact it lacks
             card.update(features=list(self.features), model_id=self.model_id, members=len(self.boosters))
+            if compile_trees:
+                files = [tmp / member_file(i) for i in range(len(self.boosters))]
+                try:
+                    record = build_artefact(tmp / COMPILED_DIR, files, model_id=self.model_id)
+                except Exception as exc:  # noqa: BLE001 - an optional speed-up never loses a model
+                    logger.warning(
+                        "saving %s without compiled trees: %s: %s", self.model_id, type(exc).__name__, exc
+                    )
+                else:
+                    card["compiled"] = record
             write_card(tmp, card, CARD)
         return Path(directory)
 
     @classmethod
-    def load(cls, directory: Path) -> Self:
+    def load(cls, directory: Path, *, scorer: Scorer = "lightgbm", cache_dir: Path | None = None) -> Self:
+        """The model in ``directory``, validated against this code's feature schema.
+
+        ``scorer="compiled"`` (serving) also opens its compiled trees: those shipped in the
+        directory, else the ones cached under ``cache_dir`` (default
+        :func:`rerank.compiled_trees.default_cache_dir`), compiling them now when missing.
+        When that fails (backend not installed, compilation or self-check failed) one warning
+        says why and the model scores with LightGBM: serving is never refused for it.
+        """
         directory = Path(directory)
         if not (directory / CARD_FILE).exists() or not (directory / MODEL_FILE).exists():
             raise ModelLoadError(
@@ -147,7 +185,24 @@ class LtrModel:
                 raise ModelLoadError(
                     str(directory), f"model has {booster.num_feature()} features, card {len(features)}"
                 )
-        return cls(boosters=boosters, features=features, card=card)
+        model = cls(boosters=boosters, features=features, card=card)
+        if scorer == "lightgbm":
+            return model
+        record = card.get("compiled")
+        shipped = (directory / COMPILED_DIR, record) if isinstance(record, dict) else None
+        try:
+            compiled = open_compiled(
+                boosters,
+                [directory / member_file(i) for i in range(members)],
+                model_id=model.model_id,
+                shipped=shipped,
+                cache_dir=cache_dir or default_cache_dir(),
+            )
+        except ModelLoadError as exc:
+            logger.warning("scoring %s with LightGBM, not compiled trees: %s", model.model_id, exc.reason)
+            return model
+        logger.info("scoring %s with compiled trees from %s", model.model_id, compiled.directory)
+        return cls(boosters=boosters, features=features, card=card, compiled=compiled)
 
 
 def model_id_of(boosters: lgb.Booster | Sequence[lgb.Booster], name: str) -> str:
@@ -184,7 +239,7 @@ def explain_rows(
 
 
 class LtrStage:
-    """Serving stage: features → LightGBM score → order, with explain and feature logging.
+    """Serving stage: features → model score → order, with explain and feature logging.
 
     ``needs_vector`` is True by default (the model was trained with cosine features);
     it can be turned off to serve a lexical-only index, where cosine features are NaN.

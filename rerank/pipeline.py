@@ -52,7 +52,7 @@ def serving_stages(settings: Settings, *, bases: Sequence[Path] | None = None) -
     if model_dir is None:
         logger.info("no LTR model (set TRAWL_RANK__LTR_MODEL or train models/ltr/default)")
         return {}
-    model = LtrModel.load(model_dir)
+    model = LtrModel.load(model_dir, scorer=rank.ltr_scorer, cache_dir=rank.compiled_trees_dir)
     feature_log = (
         FeatureLogger(rank.feature_log_dir, sample_rate=rank.feature_log_rate)
         if rank.feature_log_dir is not None and rank.feature_log_rate > 0

@@ -35,6 +35,10 @@ def test_train_then_evaluate_a_saved_model(eval_dir: Path, tmp_path: Path) -> No
     assert [d["dataset"] for d in card["data"]] == ["cisi"]
     assert card["queries"] == 76 and len(card["cv"]["per_fold"]) == 3
     assert "cross-validation" in proc.stderr and "wrote" in proc.stderr
+    # It ships the compiled trees serving scores with, recorded in the card.
+    assert card["compiled"]["backend"] == "lleaves" and list(card["compiled"]["files"]) == ["member-0.o"]
+    served = LtrModel.load(out, scorer="compiled", cache_dir=tmp_path / "no-cache")
+    assert served.compiled is not None and served.compiled.directory == out / "compiled"
     proc = run_trawl(
         "eval", "--dataset", str(eval_dir / "cisi"), "--ranker", "ltr", "--model", str(out), "--json"
     )
