@@ -4,7 +4,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from bench.relevance.unseen_sites import Site, report_rows
+from bench.relevance.unseen_sites import report_rows
+from training.crawl_sets import CrawlSite
 
 
 def _comparison(b: str, mean_a: float, mean_b: float, p: float, p_holm: float | None) -> dict[str, object]:
@@ -32,7 +33,7 @@ def test_rows_hold_both_metrics_and_prefer_the_holm_adjusted_p() -> None:
             ],
         },
     }
-    rows = report_rows(Site("pgdocs", Path("/nowhere"), "test"), 12, result)
+    rows = report_rows(CrawlSite("pgdocs", Path("/nowhere"), "postgresql-doc-15"), 12, result)
     assert rows[0] == "| pgdocs (12 queries) | bm25 | 0.9000 / 0.8500 | — | — |"
     assert rows[1] == "| | hybrid | 0.8000 / 0.7500 | -0.1000 / -0.1000 | 0.002 / 0.003 |"
     assert rows[2] == "| | ltr:v4 | 0.9500 / 0.9000 | +0.0500 / +0.0500 | 0.02 / 0.08 |"
