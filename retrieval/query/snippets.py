@@ -14,7 +14,7 @@ import re
 from collections.abc import Iterable
 from dataclasses import dataclass
 
-from retrieval.text.tokenizer import ENGLISH_STOPWORDS, fold, stem
+from retrieval.text.tokenizer import CJK_RUN, ENGLISH_STOPWORDS, fold, stem
 
 _WORD = re.compile(r"[^\W_]+(?:['’][^\W_]+)*")
 MAX_SCAN_CHARS = 200_000
@@ -33,10 +33,13 @@ class SnippetMatcher:
 
     def __init__(self, stems: Iterable[str], surfaces: Iterable[str] = ()) -> None:
         self.stems = frozenset(s for s in stems if s)
+        self._cjk = tuple(sorted(s for s in self.stems if CJK_RUN.fullmatch(s)))
+        """Character bigrams of Chinese, Japanese and Korean: found anywhere in a run, not at word starts."""
         # Stopwords are not indexed, so they are never highlighted; as prefixes they
         # would only make every word starting with "a" a candidate.
         folded = {fold(w) for w in surfaces if w}
-        prefixes = set(self.stems) | {w for w in folded if w not in ENGLISH_STOPWORDS and len(w) > 1}
+        prefixes = set(self.stems) - set(self._cjk)
+        prefixes |= {w for w in folded if w not in ENGLISH_STOPWORDS and len(w) > 1 and not CJK_RUN.search(w)}
         prefixes.discard("")
         self._prefixes = _shortest_prefixes(prefixes)
         self._seen: dict[str, str | None] = {}
@@ -68,10 +71,31 @@ class SnippetMatcher:
         return sorted(starts)
 
     def matches(self, text: str) -> list[_Match]:
+        scan = text[:MAX_SCAN_CHARS]
+        words = self._word_matches(scan)
+        return sorted(words + self._cjk_matches(scan), key=lambda m: m.start) if self._cjk else words
+
+    def _cjk_matches(self, scan: str) -> list[_Match]:
+        """Runs of the query's CJK bigrams in ``scan``, overlapping ones merged into one mark."""
+        spans: list[tuple[int, int, str]] = []
+        for piece in self._cjk:
+            i = scan.find(piece)
+            while i != -1:
+                spans.append((i, i + len(piece), piece))
+                i = scan.find(piece, i + 1)
+        merged: list[_Match] = []
+        for start, end, piece in sorted(spans):
+            if merged and start < merged[-1].end:
+                last = merged[-1]
+                merged[-1] = _Match(last.start, max(last.end, end), last.stem)
+            else:
+                merged.append(_Match(start, end, piece))
+        return merged
+
+    def _word_matches(self, scan: str) -> list[_Match]:
         if not self._prefixes:
             return []
         found: list[_Match] = []
-        scan = text[:MAX_SCAN_CHARS]
         last_end = -1
         for start in self._candidate_starts(scan):
             if start < last_end:

@@ -47,15 +47,47 @@ _stemmer.maxCacheSize = 100_000
 
 @lru_cache(maxsize=65_536)
 def fold(text: str) -> str:
-    """NFKC, casefold and strip diacritics: ``Café`` → ``cafe``."""
+    """NFKC, casefold and strip diacritics: ``Café`` → ``cafe`` (Hangul recomposed into syllables)."""
     decomposed = unicodedata.normalize("NFKD", unicodedata.normalize("NFKC", text).casefold())
-    return "".join(ch for ch in decomposed if not unicodedata.combining(ch))
+    if decomposed.isascii():
+        return decomposed
+    return unicodedata.normalize("NFC", "".join(ch for ch in decomposed if not unicodedata.combining(ch)))
+
+
+CJK_RUN = re.compile(r"[\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uac00-\ud7af\uf900-\ufaff\u31f0-\u31ff]+")
+"""Scripts written without spaces between words: Hiragana, Katakana, Han, Hangul syllables."""
 
 
 def words(text: str) -> list[str]:
-    """Folded words of ``text`` before stopword removal and stemming."""
+    """Folded words of ``text`` before stopword removal and stemming.
+
+    A run of Chinese, Japanese or Korean characters has no spaces to split at, so it becomes
+    its overlapping character bigrams ("東京大学" → 東京 京大 大学; one character alone stays
+    itself): the same for pages and queries, so a query of part of a phrase matches the page
+    holding the phrase, which a whole run as one word never did (DECISIONS 67).
+    """
     folded = _APOSTROPHES.sub("", fold(text) if len(text) < 256 else _fold_long(text))
-    return [w for w in _WORD.findall(folded) if len(w) <= MAX_TOKEN_CHARS]
+    found = [w for w in _WORD.findall(folded) if len(w) <= MAX_TOKEN_CHARS]
+    if folded.isascii():
+        return found
+    return [piece for w in found for piece in _segments(w)]
+
+
+def _segments(word: str) -> list[str]:
+    """``word`` with each CJK run in it replaced by its character bigrams."""
+    if not CJK_RUN.search(word):
+        return [word]
+    out: list[str] = []
+    last = 0
+    for run in CJK_RUN.finditer(word):
+        if run.start() > last:
+            out.append(word[last : run.start()])
+        chars = run.group()
+        out.extend([chars] if len(chars) == 1 else [chars[i : i + 2] for i in range(len(chars) - 1)])
+        last = run.end()
+    if last < len(word):
+        out.append(word[last:])
+    return out
 
 
 def _fold_long(text: str) -> str:
@@ -63,7 +95,7 @@ def _fold_long(text: str) -> str:
     decomposed = unicodedata.normalize("NFKD", unicodedata.normalize("NFKC", text).casefold())
     if decomposed.isascii():
         return decomposed
-    return "".join(ch for ch in decomposed if not unicodedata.combining(ch))
+    return unicodedata.normalize("NFC", "".join(ch for ch in decomposed if not unicodedata.combining(ch)))
 
 
 def stem(word: str) -> str:

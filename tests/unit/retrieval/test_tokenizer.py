@@ -17,3 +17,12 @@ def test_repeated_query_words_are_counted() -> None:
 
 def test_junk_tokens_are_dropped() -> None:
     assert analyze("a" * 65 + " ok") == ["ok"]
+
+
+def test_chinese_japanese_and_korean_runs_become_character_bigrams() -> None:
+    from retrieval.text.tokenizer import words
+
+    assert words("東京大学の研究") == ["東京", "京大", "大学", "学の", "の研", "研究"]
+    assert words("Tokyo大学 日") == ["tokyo", "大学", "日"]  # a lone character stays itself
+    assert words("한국어 문서") == ["한국", "국어", "문서"]  # Hangul recomposed after folding, then paired
+    assert words("Café naïve résumé") == ["cafe", "naive", "resume"]  # other scripts as before
