@@ -117,6 +117,6 @@ def health(request: Request, service: SearchService, status: str) -> HealthModel
             ShardHealthModel(
                 shard=c.shard, answering=not c.open, misses=c.misses, probes=c.probes, last_error=c.last_error
             )
-            for c in service.generation.broker.circuits.states()
+            for c in service.shard_circuits()
         ],
     )

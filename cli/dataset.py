@@ -15,6 +15,7 @@ import typer
 from rich.table import Table
 
 from cli.console import make_console
+from cli.ports import free_port
 
 __all__ = ["dataset_app"]
 
@@ -94,7 +95,7 @@ def crawl_sets_command(
     for name in names:
         with console.status(f"{name}: crawling and deriving queries…"):
             given = Path(roots[name]) if name in roots else None
-            report = build_crawl_set(name, out / name, root=given)
+            report = build_crawl_set(name, out / name, site_port=free_port(), root=given)
         console.print(f"{report.out}: {report.queries:,} queries over {report.pages:,} pages")
 
 

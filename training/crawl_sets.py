@@ -12,7 +12,6 @@ the demo does (``trawl demo --no-serve --no-embed``), then ``trawl dataset from-
 from __future__ import annotations
 
 import os
-import socket
 import subprocess
 import sys
 import tempfile
@@ -67,14 +66,9 @@ def require_collections(paths: Iterable[Path], *, wanted_by: str) -> None:
     raise ConfigError(" ".join(lines))
 
 
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
-
-
-def build_crawl_set(name: str, out: Path, *, root: Path | None = None) -> CrawlDatasetReport:
-    """Crawl site ``name`` (or the folder ``root``) on loopback and write its judged set to ``out``."""
+def build_crawl_set(name: str, out: Path, *, site_port: int, root: Path | None = None) -> CrawlDatasetReport:
+    """Crawl site ``name`` (or the folder ``root``), served on loopback at ``site_port``, and write
+    its judged set to ``out``."""
     site = SITES.get(name)
     root = root or (site.root if site else None)
     if root is None:
@@ -85,7 +79,7 @@ def build_crawl_set(name: str, out: Path, *, root: Path | None = None) -> CrawlD
     env = dict(os.environ, HF_HUB_OFFLINE="1")
     with tempfile.TemporaryDirectory(prefix=f"trawl-{name}-") as data:
         crawl = [sys.executable, "-m", "cli.main", "demo", "--site", str(root), "--data", data]
-        crawl += ["--no-serve", "--no-embed", "--site-port", str(_free_port())]
+        crawl += ["--no-serve", "--no-embed", "--site-port", str(site_port)]
         done = subprocess.run(crawl, cwd=REPO, env=env, capture_output=True, text=True, check=False)
         if done.returncode != 0:
             raise ConfigError(f"{name}: the crawl of {root} failed: {done.stderr.strip()[-500:]}")

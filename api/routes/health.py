@@ -39,6 +39,6 @@ async def readyz(request: Request, service: SearchDep) -> Response:
 @router.get("/metrics", include_in_schema=False)
 async def metrics(request: Request) -> Response:
     service = getattr(request.app.state, "search", None)  # none while starting: the rest still counts
-    for circuit in service.generation.broker.circuits.states() if service is not None else []:
+    for circuit in service.shard_circuits() if service is not None else []:
         SHARD_SKIPPED.labels(str(circuit.shard)).set(1 if circuit.open else 0)
     return Response(generate_latest(REGISTRY), media_type=CONTENT_TYPE_LATEST)

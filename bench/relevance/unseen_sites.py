@@ -33,6 +33,7 @@ from typing import Any
 REPO = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(REPO))
 
+from cli.ports import free_port  # noqa: E402
 from training.crawl_sets import SITES as CRAWL_SITES  # noqa: E402
 from training.crawl_sets import CrawlSite, build_crawl_set  # noqa: E402
 
@@ -108,7 +109,7 @@ def main(argv: list[str] | None = None) -> int:
         dataset = args.sets / site.name
         started = time.perf_counter()
         if args.rebuild or not (dataset / "qrels" / "test.tsv").exists():
-            build_crawl_set(site.name, dataset)
+            build_crawl_set(site.name, dataset, site_port=free_port())
         with (dataset / "queries.jsonl").open(encoding="utf-8") as handle:
             queries = sum(1 for line in handle if line.strip())
         lines += report_rows(site, queries, compare(dataset, args.a, rankers))

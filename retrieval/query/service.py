@@ -25,6 +25,7 @@ from core.types import DocId, Query, SearchResponse
 from retrieval.index.generation import Generation, GenerationSet
 from retrieval.index.watch import FileWatch
 from retrieval.query.cache import TtlLruCache
+from retrieval.query.circuit import CircuitState
 from retrieval.query.correction import SpellingCorrector
 from retrieval.query.cursor import CursorCodec
 from retrieval.query.facets import FACET_FIELDS, FacetValue, top_values
@@ -124,6 +125,10 @@ class SearchService:
     @encoder_model.setter
     def encoder_model(self, model: str | None) -> None:
         self.rankers.encoder_model = model
+
+    def shard_circuits(self) -> list[CircuitState]:
+        """Each shard of the serving generation: answering, or skipped until a probe answers."""
+        return self.generation.broker.circuits.states()
 
     def problems(self) -> list[str]:
         """What is not served and why (damaged files, a generation that failed to open):
