@@ -14,11 +14,12 @@ import os
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
+import anyio
 from fastapi import FastAPI
 
 from api import metrics
@@ -34,6 +35,9 @@ from core.settings import Settings
 from retrieval.query.service import SearchService
 from retrieval.remote.shard_http import connect_shards
 
+if TYPE_CHECKING:
+    from retrieval.ray_serve.deploy import RayShards
+
 logger = logging.getLogger(__name__)
 
 
@@ -48,16 +52,34 @@ def open_search_service(settings: Settings, index_dir: Path, *, remote: Any = No
     return open_served(settings, index_dir, remote=remote)
 
 
-def create_app(settings: Settings, *, index_dir: Path, shard_urls: str | None = None) -> FastAPI:
-    """Build the app serving ``index_dir``. The index is opened at start-up."""
+def create_app(
+    settings: Settings, *, index_dir: Path, shard_urls: str | None = None, ray_shards: RayShards | None = None
+) -> FastAPI:
+    """Build the app serving ``index_dir``. The index is opened at start-up: in this process,
+    over ``shard_urls`` (``trawl shard serve`` processes), or over ``ray_shards`` (Ray Serve
+    deployments this app starts, and deletes when it stops)."""
 
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
-        remote: Any = None
-        if shard_urls:
-            remote = connect_shards(shard_urls, timeout_s=settings.search.deadline_s * 2)
-        service = open_search_service(settings, index_dir, remote=remote)
-        service.warm(service.generation)  # ready only once a first query costs what later ones do
+        app.state.ray_shards = ray_shards
+
+        def open_service() -> tuple[Any, SearchService]:
+            remote: Any = None
+            if shard_urls:
+                remote = connect_shards(shard_urls, timeout_s=settings.search.deadline_s * 2)
+            elif ray_shards is not None:
+                remote = ray_shards.start()
+            try:
+                service = open_search_service(settings, index_dir, remote=remote)
+            except BaseException:
+                if ray_shards is not None:
+                    ray_shards.close()
+                raise
+            service.warm(service.generation)  # ready only once a first query costs what later ones do
+            return remote, service
+
+        # In a thread: Ray Serve's handles refuse to block an event loop, and nothing else runs yet.
+        remote, service = await anyio.to_thread.run_sync(open_service)
         metrics.GENERATION.labels(service.generation.id).set(1)
 
         def on_publish(generation: Any) -> None:
@@ -99,6 +121,8 @@ def create_app(settings: Settings, *, index_dir: Path, shard_urls: str | None = 
                 if close is not None:
                     close()  # e.g. the LTR stage's feature log
             service.close()
+            if ray_shards is not None:
+                ray_shards.close()
 
     app = FastAPI(
         title="Trawl",

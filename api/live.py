@@ -16,7 +16,7 @@ from typing import Any
 
 from fastapi import Request
 
-from api.schemas import BackfillModel, HealthModel, ShardHealthModel
+from api.schemas import BackfillModel, HealthModel, NodeHealthModel, ShardHealthModel
 from retrieval.query.service import SearchService
 from retrieval.vectors.backfill_progress import BackfillProgress, read_progress
 
@@ -103,6 +103,9 @@ def health(request: Request, service: SearchService, status: str) -> HealthModel
     its vectors) is out of service for a damaged file, or a published generation failed to open."""
     problems = service.problems()
     live = live_state(request, service)
+    cluster = getattr(request.app.state, "ray_shards", None)
+    replicas, nodes = cluster.seen if cluster is not None else ({}, [])
+    problems += [f"Ray node {n['node']} ({n['address']}) is lost" for n in nodes if not n["alive"]]
     return HealthModel(
         status="degraded" if problems and status == "ok" else status,
         state=live.state,
@@ -115,8 +118,14 @@ def health(request: Request, service: SearchService, status: str) -> HealthModel
         backfill=live.backfill,
         shards=[
             ShardHealthModel(
-                shard=c.shard, answering=not c.open, misses=c.misses, probes=c.probes, last_error=c.last_error
+                shard=c.shard,
+                answering=not c.open,
+                misses=c.misses,
+                probes=c.probes,
+                last_error=c.last_error,
+                replicas=replicas.get(c.shard) if cluster is not None else None,
             )
             for c in service.shard_circuits()
         ],
+        nodes=[NodeHealthModel(**n) for n in nodes],
     )

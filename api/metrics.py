@@ -77,6 +77,16 @@ SHARD_SKIPPED = Gauge(
     registry=REGISTRY,
 )
 
+SHARD_REPLICAS = Gauge(
+    "trawl_shard_replicas",
+    "On Ray Serve: a shard's replicas in each state (RUNNING, STARTING, RECOVERING, …)",
+    ["shard", "state"],
+    registry=REGISTRY,
+)
+CLUSTER_NODES = Gauge(
+    "trawl_cluster_nodes", "On Ray Serve: the cluster's nodes, alive or lost", ["state"], registry=REGISTRY
+)
+
 UNMATCHED_ROUTE = "unmatched"
 """The route label of a request no route matched (404s for arbitrary paths stay one series)."""
 

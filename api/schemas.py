@@ -153,6 +153,17 @@ class ShardHealthModel(BaseModel):
     misses: int = Field(description="Calls in a row it failed or answered too late.")
     probes: int = Field(0, description="Background probes that failed since its circuit opened.")
     last_error: str = ""
+    replicas: dict[str, int] | None = Field(
+        None,
+        description="On Ray Serve (`trawl serve --engine ray`): its replicas by state, e.g. "
+        '{"RUNNING": 2} or {"RUNNING": 1, "STARTING": 1} while one is restarted.',
+    )
+
+
+class NodeHealthModel(BaseModel):
+    node: str = Field(description="The Ray node id (first 16 hex digits).")
+    address: str | None = None
+    alive: bool
 
 
 class HealthModel(BaseModel):
@@ -177,4 +188,8 @@ class HealthModel(BaseModel):
     )
     shards: list[ShardHealthModel] = Field(
         default_factory=list, description="Each shard of the serving generation: answering, or skipped."
+    )
+    nodes: list[NodeHealthModel] = Field(
+        default_factory=list,
+        description="On Ray Serve: the cluster's nodes; a lost one is also named in problems.",
     )

@@ -116,16 +116,48 @@ def serve_command(
             "index is built from; the index follows it in place.",
         ),
     ] = None,
+    engine: Annotated[
+        str,
+        typer.Option(
+            "--engine",
+            help="Where shards run: local (this process, or --shard-processes) or ray (Ray Serve "
+            "deployments, replicas placed across the cluster).",
+        ),
+    ] = "local",
+    ray_address: Annotated[
+        str | None,
+        typer.Option(
+            "--ray-address", help="With --engine ray: the cluster (host:port); default a local instance."
+        ),
+    ] = None,
+    ray_config: Annotated[
+        Path | None,
+        typer.Option(
+            "--ray-config", help="With --engine ray: the TOML file of replicas and resources per shard."
+        ),
+    ] = None,
+    replicas: Annotated[
+        int | None,
+        typer.Option("--replicas", min=1, max=64, help="With --engine ray: replicas of every shard."),
+    ] = None,
 ) -> None:
     """Serve the search API and page (in-process shards, or a broker over `trawl shard serve`).
 
     Example: trawl serve --index data/index --port 8000   then open http://127.0.0.1:8000/
     Example: trawl serve --index data/index --shard-processes   (shards in their own processes)
     Example: trawl serve --index data/docs-index --push-data data/docs   (with api.admin_api_key set)
+    Example: trawl serve --index data/index --engine ray --ray-address HEAD:6379 --ray-config cluster.toml
     """
     import uvicorn
 
     settings = Settings()
+    if engine not in ("local", "ray"):
+        raise typer.BadParameter(f"--engine is local or ray, not {engine!r}.")
+    if engine == "ray":
+        serve_on_ray(index, host, port, settings, address=ray_address, config=ray_config, replicas=replicas)
+        return
+    if ray_address or ray_config or replicas:
+        raise typer.BadParameter("--ray-address, --ray-config and --replicas go with --engine ray.")
     if push_data is not None:
         if workers > 1 or shard_processes or shard_urls or old_shards:
             raise typer.BadParameter("--push-data needs one worker with the index in this process.")
@@ -171,6 +203,57 @@ def serve_command(
     uvicorn.run(
         create_app(settings, index_dir=index, shard_urls=shards), host=host, port=port, **server_options()
     )
+
+
+def serve_on_ray(
+    index: Path,
+    host: str,
+    port: int,
+    settings: Settings,
+    *,
+    address: str | None,
+    config: Path | None,
+    replicas: int | None,
+) -> None:
+    """The API in this process; every shard a Ray Serve application on the cluster at ``address``."""
+    import uvicorn
+
+    check_port(host, port)
+    # lazy: tantivy, FastAPI and Ray; `trawl --help` stays fast
+    from api.app import create_app
+    from api.edge import server_options
+    from retrieval.ray_serve.config import load_config
+    from retrieval.ray_serve.deploy import RayShards
+
+    plan = load_config(config, index=index, replicas=replicas)
+    shards = RayShards(plan, settings.search, address=address)
+    where = address or "a local Ray instance"
+    console.print(
+        f"Trawl is serving {index} at http://{host}:{port}/ ({plan.shards} shards on Ray Serve, {where})"
+    )
+    uvicorn.run(
+        create_app(settings, index_dir=index, ray_shards=shards), host=host, port=port, **server_options()
+    )
+
+
+@shard_app.command("scale")
+def shard_scale(
+    shard: Annotated[int, typer.Option("--shard", min=0, help="Which shard.")],
+    replicas: Annotated[
+        int, typer.Option("--replicas", min=1, max=64, help="Its replica count from now on.")
+    ],
+    ray_address: Annotated[
+        str, typer.Option("--ray-address", help="The cluster `trawl serve --engine ray` runs on (host:port).")
+    ] = "auto",
+) -> None:
+    """Change one shard's replica count on Ray Serve while it serves (no restart, nothing else moves).
+
+    Example: trawl shard scale --shard 1 --replicas 3 --ray-address HEAD:6379
+    """
+    from retrieval.ray_serve.deploy import scale_shard  # lazy: Ray; `trawl --help` stays fast
+
+    scale_shard(ray_address, shard, replicas)
+    console.print(f"shard {shard}: {replicas} replica(s) running")
 
 
 @shard_app.command("serve")

@@ -7,7 +7,7 @@ from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 
 from api.deps import SearchDep
 from api.live import health
-from api.metrics import REGISTRY, SHARD_SKIPPED
+from api.metrics import CLUSTER_NODES, REGISTRY, SHARD_REPLICAS, SHARD_SKIPPED
 from api.params import StrictParams
 from api.schemas import HealthModel
 
@@ -41,4 +41,14 @@ async def metrics(request: Request) -> Response:
     service = getattr(request.app.state, "search", None)  # none while starting: the rest still counts
     for circuit in service.shard_circuits() if service is not None else []:
         SHARD_SKIPPED.labels(str(circuit.shard)).set(1 if circuit.open else 0)
+    cluster = getattr(request.app.state, "ray_shards", None)
+    if cluster is not None:
+        replicas, nodes = cluster.seen
+        SHARD_REPLICAS.clear()
+        for shard, states in replicas.items():
+            for state, count in states.items():
+                SHARD_REPLICAS.labels(str(shard), state).set(count)
+        alive = sum(1 for n in nodes if n["alive"])
+        CLUSTER_NODES.labels("alive").set(alive)
+        CLUSTER_NODES.labels("lost").set(len(nodes) - alive)
     return Response(generate_latest(REGISTRY), media_type=CONTENT_TYPE_LATEST)
