@@ -422,6 +422,14 @@ def start_server(root: Path, port: int, args: argparse.Namespace, *, layout: str
     if not cache:
         env |= {"TRAWL_SEARCH__CACHE_ENTRIES": "0", "TRAWL_EMBED__QUERY_CACHE_SIZE": "0"}
     cmd = [sys.executable, "-m", "cli.main", "serve", "--index", str(root), "--port", str(port)]
+    if layout == "ray":  # a local Ray instance, one replica per shard (the API is one process)
+        return subprocess.Popen(
+            [*cmd, "--engine", "ray", "--replicas", "1"],
+            cwd=REPO,
+            env=env | {"RAY_USAGE_STATS_ENABLED": "0"},
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.PIPE,
+        )
     cmd += ["--workers", str(args.workers)]
     if layout == "shard-processes":
         cmd.append("--shard-processes")
@@ -441,7 +449,9 @@ def main() -> None:
     parser.add_argument("--no-peers", action="store_true", help="skip the bare Tantivy/hnswlib runs")
     parser.add_argument("--out", default="serving.md", help="results file name under bench/results/")
     parser.add_argument(
-        "--layouts", default="inproc,shard-processes", help="inproc (one process) and/or shard-processes"
+        "--layouts",
+        default="inproc,shard-processes",
+        help="inproc (one process), shard-processes and/or ray (shards as Ray Serve replicas)",
     )
     parser.add_argument(
         "--sets",

@@ -154,6 +154,11 @@ def serve_command(
     if engine not in ("local", "ray"):
         raise typer.BadParameter(f"--engine is local or ray, not {engine!r}.")
     if engine == "ray":
+        if workers > 1 or shard_processes or shard_urls or old_shards or push_data:
+            raise typer.BadParameter(
+                "--engine ray runs one API process over Ray Serve shards; leave out --workers, "
+                "--shard-processes, --shard-urls and --push-data (scale shards with --replicas)."
+            )
         serve_on_ray(index, host, port, settings, address=ray_address, config=ray_config, replicas=replicas)
         return
     if ray_address or ray_config or replicas:
