@@ -224,11 +224,10 @@ def serve_on_ray(
     import uvicorn
 
     check_port(host, port)
-    # lazy: tantivy, FastAPI and Ray; `trawl --help` stays fast
-    from api.app import create_app
-    from api.edge import server_options
-    from retrieval.ray_serve.config import load_config
-    from retrieval.ray_serve.deploy import RayShards
+    from api.app import create_app  # lazy: tantivy and FastAPI; `trawl --help` stays fast
+    from api.edge import server_options  # lazy: uvicorn's protocols
+    from retrieval.ray_serve.config import load_config  # lazy: reads the index manifest
+    from retrieval.ray_serve.deploy import RayShards  # lazy: Ray
 
     plan = load_config(config, index=index, replicas=replicas)
     shards = RayShards(plan, settings.search, address=address)

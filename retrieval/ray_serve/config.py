@@ -2,19 +2,17 @@
 
 ::
 
-    index = "data/index"            # the index root, on the machine that runs `trawl serve`
-    node_data = "~/.cache/trawl/node"  # each node's folder for shipped shards
-                                    # (TRAWL_NODE_DATA in a node's `ray start` environment wins)
-    [replicas]                      # every shard, unless a [[shard]] table says otherwise
+    index = "data/index"           # the index root, on the machine that runs `trawl serve`
+    node_data = "/var/lib/trawl"   # each node's folder (TRAWL_NODE_DATA of its `ray start` wins)
+    [replicas]                     # every shard, unless a [[shard]] table says otherwise
     count = 2
     num_cpus = 0.5
-    resources = {}                  # Ray custom resources per replica, e.g. {"big_memory" = 1}
-    [[shard]]
+    resources = {}                 # Ray custom resources per replica, e.g. {big_memory = 1}
+    [[shard]]                      # shard 1 otherwise
     id = 1
     count = 3
 
-:func:`check_placement` compares the replicas' needs with the cluster's nodes before any
-deployment starts: Ray Serve would otherwise leave an unplaceable replica pending forever.
+:func:`check_placement` runs before any deployment: Serve would leave an unplaceable replica pending.
 """
 
 from __future__ import annotations

@@ -28,7 +28,7 @@ from core.errors import ManifestError
 from retrieval.index import layout
 from retrieval.index.checksums import digest_file
 from retrieval.index.generation import read_update_stamp
-from retrieval.index.manifest import read_pointer
+from retrieval.index.manifest import IndexManifest, read_pointer
 from retrieval.index.root import IndexRoot
 
 logger = logging.getLogger(__name__)
@@ -98,8 +98,6 @@ class IndexSource:
     def published(self) -> tuple[str, tuple[int, int] | None]:
         """The serving generation and its update stamp."""
         if layout.is_index(self.root):
-            from retrieval.index.manifest import IndexManifest
-
             generation = IndexManifest.load(self.root).generation
         else:
             current = read_pointer(layout.current_pointer(self.root))
