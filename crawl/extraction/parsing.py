@@ -27,9 +27,11 @@ import signal
 import sys
 import threading
 import time
+from collections.abc import Callable
 from concurrent.futures import ProcessPoolExecutor
 from concurrent.futures.process import BrokenProcessPool
 from dataclasses import dataclass
+from typing import TypeVar
 
 import numpy as np
 
@@ -57,6 +59,7 @@ _ALWAYS_CHEAP_TAGS = 4096
 """A page with at most this many ``<`` costs lexbor little at any depth (~50 ms at worst)."""
 INLINE_MAX_TAGS = 1024
 """Pages with at most this many ``<`` parse on the event loop (quadratic worst case: ~3 ms)."""
+_T = TypeVar("_T")
 
 
 def limit_depth(html: str, max_depth: int) -> str:
@@ -320,17 +323,28 @@ class ParsePool:
             initargs=(os.getpid(),),
         )
 
+    def start(self) -> None:
+        """Spawn the workers now (else the first large pages wait for them), e.g. while an import
+        surveys its archives: each submission of a no-op while none is idle spawns one."""
+        for _ in range(self.workers):
+            self._pool.submit(int)
+
     async def extract(self, job: PageJob) -> ParsedPage | None:
         """Parse in a worker process (small pages inline); raises ``ParseTimeout`` past the budget."""
+        return await self.run(extract_page, job)
+
+    async def run(self, work: Callable[[PageJob], _T], job: PageJob) -> _T:
+        """``work(job)`` as :meth:`extract` runs ``extract_page``: a caller that needs more than the
+        parse per page (``work`` a module-level function) gets it done in the worker as well."""
         if job.body.count(b"<") <= INLINE_MAX_TAGS:
-            return extract_page(job)
+            return work(job)
         if self._slots is None:
             self._slots = asyncio.Semaphore(self.workers)
         loop = asyncio.get_running_loop()
         async with self._slots:
             for attempt in range(2):
                 pool = self._pool
-                future = loop.run_in_executor(pool, extract_page, job)
+                future = loop.run_in_executor(pool, work, job)
                 try:
                     return await asyncio.wait_for(future, self.timeout_s)
                 except TimeoutError:

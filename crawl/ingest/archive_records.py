@@ -102,12 +102,15 @@ def read_records(
     path: Path,
     handle: Callable[[int, ArcWarcRecord], T],
     on_damage: Callable[[Damage], None],
+    *,
+    check_digests: bool = True,
 ) -> Iterator[T]:
     """``handle(offset, record)`` for every readable record of ``path``, in file order.
 
     ``handle`` reads what it needs of the record (its payload stream is bounded by the
     record); an error while it reads counts as the record's damage, and what it returned
-    is dropped, as for a record whose block digest fails.
+    is dropped, as for a record whose block digest fails. ``check_digests=False`` is for a
+    pass that a checking pass follows (hashing every block costs as much as reading it).
     """
     from warcio.archiveiterator import ArchiveIterator
 
@@ -120,7 +123,7 @@ def read_records(
         in_damage = False  # a record that cannot even start right after a resync: same stretch
         while start is not None:
             stream.seek(start)
-            records = ArchiveIterator(stream, arc2warc=True, check_digests=True)
+            records = ArchiveIterator(stream, arc2warc=True, check_digests=check_digests)
             records.known_format = known_format
             offset, started = start, False
             try:

@@ -40,7 +40,7 @@ from crawl.fetch.robots import RobotsPolicy, agent_token
 from crawl.ingest.archive_records import http_status, read_records, record_at
 from crawl.ingest.survey import Survey, origin, payload_body, robots_policies, survey_archives
 from crawl.ingest.target import ImportSummary, import_target
-from crawl.run.reprocess import Derived, derive_page, page_job
+from crawl.run.reprocess import Derived, Fingerprints, derive_page, page_job, parse_and_fingerprint
 from crawl.run.warc import StoredResponse, warc_time
 from crawl.scope import Scope
 from crawl.urls import canonicalize_url
@@ -53,6 +53,10 @@ logger = logging.getLogger(__name__)
 __all__ = ["DocSink", "PageReader", "import_archives"]
 
 _BATCH = 500
+_AHEAD = 8
+"""Pages read ahead per parse worker: a slow page at the head then stalls neither worker."""
+_WARM_BYTES = 32 << 20
+"""Archives from which the parse workers start with the first pass (a small import may need none)."""
 _HTML_TYPES = frozenset({"text/html", "application/xhtml+xml", ""})
 
 
@@ -79,13 +83,15 @@ def import_archives(
     started = time.perf_counter()
     summary = ImportSummary(files=len(files))
     with import_target(data_dir) as layout:
-        survey = survey_archives(files, settings.max_page_bytes)
-        robots = robots_policies(survey.robots) if respect_robots else {}
-        reader = PageReader(files, survey, settings, scope, robots, summary)
         pool = ParsePool(
             settings.parse_workers if workers is None else workers, timeout_s=settings.parse_timeout_s
         )
         try:
+            if sum(path.stat().st_size for path in files) >= _WARM_BYTES:
+                pool.start()  # the workers start up while the first pass reads
+            survey = survey_archives(files, settings.max_page_bytes)
+            robots = robots_policies(survey.robots) if respect_robots else {}
+            reader = PageReader(files, survey, settings, scope, robots, summary)
             with staging_dir(layout.docs) as docs_dir, staging_dir(layout.links) as links_dir:
                 sink = DocSink(DocStore(docs_dir), LinkGraphStore(links_dir), summary, on_progress)
                 asyncio.run(_derive_all(files, reader, pool, sink))
@@ -110,20 +116,37 @@ class _Pending:
     job: PageJob
 
 
+_Parsed = tuple[ParsedPage | None, Fingerprints | None]
+
+
 async def _derive_all(files: list[Path], reader: PageReader, pool: ParsePool, sink: DocSink) -> None:
-    """Every record through the reader, pages parsed ``2 × workers`` ahead, results in order."""
-    window = 2 * pool.workers
-    queue: deque[tuple[Derived | _Pending, asyncio.Future[ParsedPage | None] | None]] = deque()
+    """Every record through the reader, pages parsed ``_AHEAD × workers`` ahead, results in order.
+
+    The loop runs after every record and while a batch is written, so a worker that is done
+    gets its next page then, not only when the oldest page is awaited."""
+    window = _AHEAD * pool.workers
+    queue: deque[tuple[Derived | _Pending, asyncio.Future[_Parsed] | None]] = deque()
     for index, path in enumerate(files):
         for item in read_records(path, partial(reader.derive, index), sink.summary.damaged.append):
             if item is None:
                 continue
-            task = asyncio.ensure_future(pool.extract(item.job)) if isinstance(item, _Pending) else None
+            task = (
+                asyncio.ensure_future(pool.run(parse_and_fingerprint, item.job))
+                if isinstance(item, _Pending)
+                else None
+            )
             queue.append((item, task))
+            await asyncio.sleep(0)
             while len(queue) > window or (queue and (queue[0][1] is None or queue[0][1].done())):
-                sink.add(await reader.finish(*queue.popleft()))
+                await _take(sink, await reader.finish(*queue.popleft()))
     while queue:
-        sink.add(await reader.finish(*queue.popleft()))
+        await _take(sink, await reader.finish(*queue.popleft()))
+
+
+async def _take(sink: DocSink, derived: Derived) -> None:
+    """``sink.add`` with a full batch written in a thread: the loop meanwhile hands workers pages."""
+    if sink.collect(derived):
+        await asyncio.to_thread(sink.write_full)
 
 
 class DocSink:
@@ -142,10 +165,19 @@ class DocSink:
         self._edges: list[Edge] = []
 
     def add(self, derived: Derived) -> None:
+        if self.collect(derived):
+            self.write_full()
+
+    def collect(self, derived: Derived) -> bool:
+        """Take ``derived`` in; True when a batch is full, for :meth:`write_full` (a thread may run it)."""
         self.summary.count(derived.outcome)
         if derived.document is not None:
             self._batch.append(derived.document)
         self._edges.extend(derived.edges)
+        return len(self._batch) >= _BATCH or len(self._edges) >= _BATCH * 20
+
+    def write_full(self) -> None:
+        """The full batches written (a segment's Parquet encoding and fsyncs)."""
         if len(self._batch) >= _BATCH:
             self.docs.append(self._batch)
             self._batch = []
@@ -188,19 +220,22 @@ class PageReader:
         self._summary = summary
         self._dedup = NearDupIndex(settings.near_dup_max_distance)
 
-    async def finish(
-        self, item: Derived | _Pending, task: asyncio.Future[ParsedPage | None] | None
-    ) -> Derived:
+    async def finish(self, item: Derived | _Pending, task: asyncio.Future[_Parsed] | None) -> Derived:
         """A pending page's parse awaited and derived (dedup in archive order); others as they are."""
         if not isinstance(item, _Pending):
             return item
         assert task is not None
         try:
-            page = await task
+            page, prints = await task
         except ParseTimeout:
             return Derived(item.response.url, "parse_timeout")
         return derive_page(
-            item.response, page, self._dedup, self._settings, known_url=self._survey.urls.__contains__
+            item.response,
+            page,
+            self._dedup,
+            self._settings,
+            known_url=self._survey.urls.__contains__,
+            prints=prints,
         )
 
     def derive_here(self, index: int, offset: int, record: ArcWarcRecord) -> Derived | None:

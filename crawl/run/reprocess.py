@@ -47,12 +47,16 @@ __all__ = [
     "derive",
     "derive_page",
     "page_job",
+    "parse_and_fingerprint",
     "replay",
     "reprocess",
     "stored_responses",
 ]
 
 _BATCH = 500
+
+Fingerprints = tuple[str, int, int]
+"""``crawl.extraction.dedup.fingerprints`` of a page's text: content hash, SimHash, word count."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -116,6 +120,13 @@ def page_job(response: StoredResponse, settings: CrawlSettings) -> PageJob | Non
     )
 
 
+def parse_and_fingerprint(job: PageJob) -> tuple[ParsedPage | None, Fingerprints | None]:
+    """The page and its text's fingerprints, for a pool worker: hashing the text there keeps
+    it off the process that derives in order (an import's serial part)."""
+    page = extract_page(job)
+    return page, (fingerprints(page.body) if page is not None else None)
+
+
 def derive_page(
     response: StoredResponse,
     page: ParsedPage | None,
@@ -123,11 +134,13 @@ def derive_page(
     settings: CrawlSettings,
     *,
     known_url: Callable[[str], bool],
+    prints: Fingerprints | None = None,
 ) -> Derived:
     """The rest of :func:`derive` once the page is parsed: canonical, noindex, dedup, document.
 
     Called in the order responses were written, so dedup keeps the same originals however
-    the parsing was spread over processes."""
+    the parsing was spread over processes. ``prints``: the page text's fingerprints when
+    they were computed with the parse (:func:`parse_and_fingerprint`)."""
     url = response.url
     if page is None:
         return Derived(url, "not_html")
@@ -138,7 +151,7 @@ def derive_page(
         return Derived(url, "canonicalized", page=page, edges=edges, dup_of=canonical)
     if page.noindex:
         return Derived(url, "noindex", page=page, edges=edges)
-    text_hash, fingerprint, word_count = fingerprints(page.body)
+    text_hash, fingerprint, word_count = prints or fingerprints(page.body)
     if word_count:
         verdict = dedup.check(text_hash, fingerprint)
         if verdict.kind != "unique" and verdict.of_url != url:
