@@ -96,6 +96,14 @@ def web_queries(total: int = 20_000, pool: int = 60_000, seed: int = 7) -> tuple
     return stream, round(1 - len(set(stream)) / len(stream), 3)
 
 
+def partial_answers(url: str) -> float:
+    """Answers so far that missed a shard (a 200 that wrk counts as a success), from /metrics."""
+    for line in httpx.get(f"{url}/metrics", timeout=10).text.splitlines():
+        if line.startswith("trawl_partial_responses_total "):
+            return float(line.rsplit(" ", 1)[1])
+    return 0.0
+
+
 def cache_hits(url: str) -> tuple[float, float]:
     """(hits, lookups) of the response cache so far, from /metrics."""
     hits = misses = 0.0
@@ -500,11 +508,12 @@ def main() -> None:
                             httpx.get(f"{url}/v1/search", params={"q": q, "ranker": ranker}, timeout=30)
                         for c in clients:
                             key = f"{ranker}@{c} {layout} {name} caches {mode}"
-                            before = cache_hits(url)
+                            before, partial_before = cache_hits(url), partial_answers(url)
                             results[key] = wrk_drive(
                                 url, f"/v1/search?ranker={ranker}&q=", qfile, c, args.duration
                             )
                             after = cache_hits(url)
+                            results[key]["partial"] = int(partial_answers(url) - partial_before)
                             lookups = after[1] - before[1]
                             results[key]["cache_hit_rate"] = (
                                 round((after[0] - before[0]) / lookups, 3) if lookups else 0.0
@@ -554,12 +563,13 @@ def write_report(
     args: argparse.Namespace, results: dict[str, Any], stages: dict[str, dict[str, float]]
 ) -> None:
     lines = [
-        "| run | QPS | p50 ms | p95 ms | p99 ms | errors | cache hits | generator CPU |",
-        "|---|---|---|---|---|---|---|---|",
+        "| run | QPS | p50 ms | p95 ms | p99 ms | errors | partial | cache hits | generator CPU |",
+        "|---|---|---|---|---|---|---|---|---|",
     ]
     for key, value in results.items():
         if isinstance(value, dict) and "qps" in value:
             cells = [key, *(str(value[c]) for c in ("qps", "p50_ms", "p95_ms", "p99_ms", "errors"))]
+            cells.append(str(value.get("partial", "–")))
             cells.append(f"{value['cache_hit_rate']:.0%}" if "cache_hit_rate" in value else "–")
             cells.append(str(value.get("generator_cpu", "in-process threads")))
             lines.append("| " + " | ".join(cells) + " |")

@@ -79,7 +79,10 @@ class JobEngine:
         quiet: dict[str, Any] = {"include_dashboard": False, "log_to_driver": False}
         if self.address:
             return {"address": self.address, "log_to_driver": False}
-        args = {**quiet, "num_cpus": self.num_cpus or os.cpu_count() or 1}
+        # "local": a new instance, never the cluster a `ray start` on this machine left in
+        # /tmp/ray/ray_current_cluster (ray.init() joins that one, dead or alive, and then
+        # refuses num_cpus: seen after a test cluster had stopped).
+        args = {**quiet, "address": "local", "num_cpus": self.num_cpus or os.cpu_count() or 1}
         if self.object_store_mb:
             args["object_store_memory"] = self.object_store_mb * 1024 * 1024
         return args

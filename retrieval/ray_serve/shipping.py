@@ -4,20 +4,22 @@ Why through Ray and not a shared filesystem: nothing else is common to every nod
 Ray cluster, and a replica must open its shard from a local disk (Tantivy and hnswlib
 memory-map their files). :class:`IndexSource` runs as one actor on the machine that holds
 the index root (where ``trawl index`` publishes); it lists a shard's files with their
-content hashes and hands them out in pieces. :class:`NodeStore` on each node keeps every
-file it received under its hash (``blobs/``) and builds each generation it serves from
-hard links to them, so a file that is the same in the next generation (an unchanged
-segment, a vector index the backfill left alone) travels once per node, not once per
-generation. Small or writable files (SQLite, JSON) are copied instead of linked.
+content hashes and hands them out in pieces. :class:`NodeStore`, one folder per machine
+shared by its replicas, keeps every file received under its hash (``blobs/``) and builds
+each generation's shard from hard links to them, so a file the next generation keeps (a
+vector index the backfill left alone, forward arrays) travels once per node, not once per
+generation; a view is removed only when no replica holds its lock.
 """
 
 from __future__ import annotations
 
+import fcntl
 import hashlib
 import logging
 import os
 import shutil
 import threading
+import time
 import uuid
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -47,7 +49,9 @@ NODE_DATA_ENV = "TRAWL_NODE_DATA"
 
 def node_data_dir(configured: str) -> Path:
     """This node's folder for shipped shards: ``TRAWL_NODE_DATA`` in the environment the node's
-    ``ray start`` ran with, else the configured folder (``~`` expanded on the node itself)."""
+    ``ray start`` ran with, else the configured folder (``~`` expanded on the node itself).
+    Not keyed by Ray's node id, which changes at every ``ray start``: a restarted node finds
+    the files it already had."""
     return Path(os.environ.get(NODE_DATA_ENV) or configured).expanduser()
 
 
@@ -210,16 +214,52 @@ class NodeStore:
         self.received_bytes += item.size
         return blob
 
-    def forget(self, keep: set[Path]) -> None:
-        """Remove views not in ``keep`` and blobs no view links to any more."""
+    def hold(self, view: Path) -> int:
+        """A shared lock on ``view``, taken before it is made and kept while a replica serves
+        from it (the returned descriptor; :meth:`release` it): replicas of every shard on this
+        machine share the folder, and :meth:`forget` removes only views no process holds."""
+        view.parent.mkdir(parents=True, exist_ok=True)
+        while True:
+            fd = os.open(self._pin(view), os.O_RDWR | os.O_CREAT, 0o644)
+            fcntl.flock(fd, fcntl.LOCK_SH)
+            try:
+                if os.fstat(fd).st_ino == self._pin(view).stat().st_ino:
+                    return fd
+            except FileNotFoundError:
+                pass
+            os.close(fd)  # a forget removed that pin while this waited: take the new one
+
+    @staticmethod
+    def release(fd: int) -> None:
+        os.close(fd)
+
+    def _pin(self, view: Path) -> Path:
+        return view.with_name(view.name + ".pin")
+
+    def forget(self, *, blob_age_s: float = 600.0) -> None:
+        """Remove the views no replica holds, and blobs no view links to any more (but not
+        one fetched lately: a replica may be about to link it)."""
         if self.views.is_dir():
             for view in self.views.iterdir():
-                if view not in keep and not view.name.startswith("."):
+                if view.name.startswith(".") or view.suffix == ".pin":
+                    continue
+                fd = os.open(self._pin(view), os.O_RDWR | os.O_CREAT, 0o644)
+                try:
+                    fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                except BlockingIOError:
+                    os.close(fd)
+                    continue  # served by a replica on this machine
+                try:
                     shutil.rmtree(view, ignore_errors=True)
+                    self._pin(view).unlink(missing_ok=True)
+                finally:
+                    os.close(fd)
         if self.blobs.is_dir():
+            old = time.time() - blob_age_s
             for blob in self.blobs.iterdir():
                 try:
-                    if blob.stat().st_nlink == 1 and blob.stat().st_size >= LINK_MIN_BYTES:
+                    stat = blob.stat()
+                    if stat.st_nlink == 1 and stat.st_size >= LINK_MIN_BYTES and stat.st_mtime < old:
                         blob.unlink()
                 except FileNotFoundError:
                     continue

@@ -8,6 +8,7 @@ from types import ModuleType
 import pytest
 
 RAY_INIT = {
+    "address": "local",  # never a stale /tmp/ray/ray_current_cluster of an earlier `ray start`
     "num_cpus": 2,
     "object_store_memory": 200 * 1024 * 1024,
     "include_dashboard": False,

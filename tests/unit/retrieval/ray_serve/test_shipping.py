@@ -85,3 +85,25 @@ def test_a_file_changed_in_transit_is_refused(index: IndexRoot, tmp_path: Path) 
     assert not any(store.views.glob("*-s0"))  # nothing half-made is served
     with pytest.raises(ManifestError, match="not a file of generation"):
         source.read(generation, "../../etc/passwd", 0, 10)
+
+
+def test_a_view_a_replica_holds_is_never_removed(index: IndexRoot, tmp_path: Path) -> None:
+    """Replicas of every shard on a machine share its folder: one's clean-up must not remove
+    the files another serves (seen: shard 0's replica deleted shard 1's view, and shard 1's
+    learned-ranker calls failed once it read a file it had not opened yet)."""
+    source = IndexSource(str(index.root))
+    generation, _ = source.published()
+    first, second = NodeStore(tmp_path / "node"), NodeStore(tmp_path / "node")
+    views = []
+    pins = []
+    for shard, store in ((0, first), (1, second)):
+        listing = source.listing(generation, shard)
+        pins.append(store.hold(store.view_dir(listing, shard)))
+        views.append(store.materialize(listing, shard, source.read))
+    first.forget()
+    second.forget()
+    assert all(layout.is_index(v) for v in views)
+    NodeStore.release(pins[1])
+    first.forget()
+    assert layout.is_index(views[0]) and not views[1].exists()
+    NodeStore.release(pins[0])
