@@ -251,8 +251,19 @@ def wait_ready(url: str, proc: subprocess.Popen[bytes], path: str = "/readyz") -
         except httpx.TransportError:
             pass
         if proc.poll() is not None or time.monotonic() > deadline:
-            raise RuntimeError(f"server did not start: {proc.stderr.read() if proc.stderr else ''}")
+            raise RuntimeError(f"server did not start: {server_log(proc)}")
         time.sleep(0.5)
+
+
+SERVER_LOG = Path(os.environ.get("TMPDIR", "/tmp")) / "trawl-bench-server.log"
+"""Where servers write stderr: a pipe nobody reads fills (64 KiB) and then blocks the server's
+next log line, which showed as partial answers in a long run (Ray logs more than uvicorn)."""
+
+
+def server_log(proc: subprocess.Popen[bytes]) -> str:
+    if proc.stderr is not None:
+        return proc.stderr.read().decode(errors="replace")[-3000:]
+    return SERVER_LOG.read_text(encoding="utf-8", errors="replace")[-3000:] if SERVER_LOG.exists() else ""
 
 
 def summarize(latencies: list[float], duration: float, errors: int) -> dict[str, Any]:
@@ -436,12 +447,12 @@ def start_server(root: Path, port: int, args: argparse.Namespace, *, layout: str
             cwd=REPO,
             env=env | {"RAY_USAGE_STATS_ENABLED": "0"},
             stdout=subprocess.DEVNULL,
-            stderr=subprocess.PIPE,
+            stderr=SERVER_LOG.open("wb"),
         )
     cmd += ["--workers", str(args.workers)]
     if layout == "shard-processes":
         cmd.append("--shard-processes")
-    return subprocess.Popen(cmd, cwd=REPO, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    return subprocess.Popen(cmd, cwd=REPO, env=env, stdout=subprocess.DEVNULL, stderr=SERVER_LOG.open("wb"))
 
 
 def main() -> None:

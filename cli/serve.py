@@ -231,6 +231,11 @@ def serve_on_ray(
 
     plan = load_config(config, index=index, replicas=replicas)
     shards = RayShards(plan, settings.search, address=address)
+    # Joined (or a local instance started) here, on the main thread: a local instance's
+    # processes die with the thread that started them (Linux's parent-death signal is per
+    # thread), and the app's start-up runs in a worker thread that is retired when idle;
+    # seen as every shard lost about a minute into a benchmark.
+    shards.connect()
     where = address or "a local Ray instance"
     console.print(
         f"Trawl is serving {index} at http://{host}:{port}/ ({plan.shards} shards on Ray Serve, {where})"
