@@ -61,7 +61,7 @@ def embedder() -> Embedder:
 
 @pytest.fixture(scope="module")
 def root(tmp_path_factory: pytest.TempPathFactory, eval_dir: Path, embedder: Embedder) -> Path:
-    docs = list(itertools.islice(BeirDataset.open(eval_dir / "cranfield").iter_documents(), 400))
+    docs = list(itertools.islice(BeirDataset.open(eval_dir / "cranfield").iter_documents(), 200))
     index = IndexRoot(tmp_path_factory.mktemp("ray-serve") / "index")
     generation = index.build(docs, shards=2)
     backfill_index(index.path_of(generation), embedder, EmbedSettings())
@@ -249,7 +249,7 @@ def test_a_publish_under_load_never_mixes_generations(
 ) -> None:
     index = IndexRoot(root)
     old = index.current()
-    docs = itertools.islice(BeirDataset.open(eval_dir / "cranfield").iter_documents(), 400)
+    docs = itertools.islice(BeirDataset.open(eval_dir / "cranfield").iter_documents(), 200)
     docs = [replace(d, title=f"Revised {d.title}") for d in docs]
     generation = index.build(docs, shards=2)
     backfill_index(index.path_of(generation), embedder, EmbedSettings())
