@@ -7,7 +7,7 @@ STAMP := $(VENV)/.installed-$(shell cat pyproject.toml | cksum | cut -d' ' -f1)
 export HF_HUB_OFFLINE := 1
 export TOKENIZERS_PARALLELISM := false
 
-.PHONY: help setup system-deps demo test test-stress test-all bench relevance lint fmt check clean
+.PHONY: help setup system-deps demo test test-ray test-stress test-all bench relevance lint fmt check clean
 
 help: ## List the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-12s %s\n", $$1, $$2}'
@@ -38,8 +38,13 @@ demo: setup system-deps ## Crawl the Python docs on loopback, index, serve BM25 
 TEST_WORKERS ?= $(shell n=$$(nproc); echo $$(( n < 4 ? n : 4 )))
 PYTEST := $(BIN)/pytest -q --durations=15 -n $(TEST_WORKERS) --dist loadfile
 
-test: setup system-deps ## Run the test suite (without benchmarks), one worker per core
-	$(PYTEST)
+test: setup system-deps ## Run the test suite (without benchmarks and the Ray tests), one worker per core
+	$(PYTEST) -m "not ray"
+
+test-ray: setup system-deps ## The tests that start Ray: batch jobs, a two-node cluster, Ray Serve (CI runs them)
+	$(PYTEST) -m ray
+
+test-all: test test-ray ## Both
 
 test-stress: setup system-deps ## The test suite while every core is kept busy by a background load
 	@set -e; load=""; \

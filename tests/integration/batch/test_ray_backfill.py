@@ -22,7 +22,7 @@ from retrieval.vectors.store import VectorStore
 from tests.integration.retrieval.test_backfill import make_docs, own_passage_hashes
 
 # Encoder actors load the model: seconds each on a busy machine, minutes under `make test-stress`.
-pytestmark = [pytest.mark.slow, pytest.mark.timeout(900)]
+pytestmark = [pytest.mark.slow, pytest.mark.ray, pytest.mark.timeout(900)]
 
 
 @pytest.fixture(scope="module")

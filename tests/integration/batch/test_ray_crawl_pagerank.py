@@ -19,6 +19,8 @@ from core.crawldir import CrawlDir
 from core.linkgraph import Edge, LinkGraphStore
 from training.pagerank import crawl_pagerank, host_ranks
 
+pytestmark = pytest.mark.ray  # starts a local Ray: `make test-ray`
+
 REPO = Path(__file__).resolve().parents[3]
 
 

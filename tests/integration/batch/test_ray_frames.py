@@ -16,7 +16,10 @@ from training.evaluate import parse_queries
 from training.frames import collection_frame
 from training.ray_training import ray_collection_frame
 
-pytestmark = pytest.mark.slow  # frame workers load the encoder and a small index with vectors
+pytestmark = [
+    pytest.mark.slow,
+    pytest.mark.ray,
+]  # frame workers load the encoder and a small index with vectors
 
 
 def cranfield_slice(eval_dir: Path, out: Path, queries: int = 8, docs: int = 120) -> Path:

@@ -21,7 +21,7 @@ from retrieval.query.request import SearchRequest
 from retrieval.query.service import SearchService
 from training.datasets import BeirDataset
 
-pytestmark = pytest.mark.slow  # two cranfield builds and 40 queries at depth 100
+pytestmark = [pytest.mark.slow, pytest.mark.ray]  # two cranfield builds and 40 queries at depth 100
 
 
 def test_ray_shards_rank_like_local_shards(tmp_path: Path, eval_dir: Path, ray_local: ModuleType) -> None:

@@ -11,6 +11,8 @@ import pytest
 from training.pagerank import host_pagerank, pagerank, url_pagerank
 from training.ray_training import ray_pagerank, ray_rank
 
+pytestmark = pytest.mark.ray  # starts a local Ray: `make test-ray`
+
 
 def graph(n: int, m: int, seed: int) -> tuple[np.ndarray, np.ndarray]:
     rng = np.random.default_rng(seed)

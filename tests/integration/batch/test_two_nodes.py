@@ -16,7 +16,7 @@ import pytest
 from tests.fixtures.ray_cluster import RAY_ENV, ray_cluster
 
 pytest.importorskip("ray")
-pytestmark = pytest.mark.slow  # two raylets start: ~20 s on a busy 2-core machine
+pytestmark = [pytest.mark.slow, pytest.mark.ray]  # two raylets start: ~20 s on a busy 2-core machine
 
 REPO = Path(__file__).resolve().parents[3]
 

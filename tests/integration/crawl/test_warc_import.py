@@ -227,6 +227,7 @@ def test_an_import_never_replaces_a_crawl_and_a_missing_archive_is_named(
     assert "no WARC or ARC file there" in str(missing.exception) + missing.output
 
 
+@pytest.mark.ray
 def test_ray_reads_a_file_per_task_and_merges_duplicates_across_files_as_the_local_import(
     archived: tuple[Path, str], tmp_path: Path
 ) -> None:

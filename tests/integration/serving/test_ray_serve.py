@@ -33,7 +33,11 @@ from tests.fixtures.waiting import wait_for
 from training.datasets import BeirDataset
 
 pytest.importorskip("ray.serve")
-pytestmark = [pytest.mark.slow, pytest.mark.e2e]  # a cluster, Serve and an API process: ~1 min
+pytestmark = [
+    pytest.mark.slow,
+    pytest.mark.e2e,
+    pytest.mark.ray,
+]  # a cluster, Serve and an API process: ~1 min
 
 REPO = Path(__file__).resolve().parents[3]
 QUERIES = ("boundary layer transition", "heat transfer", "supersonic flow wing")
@@ -283,3 +287,42 @@ def test_scaling_a_shard_needs_no_restart(api: Api) -> None:
     after = set(replica_pids(0))
     assert before <= after and len(after) == 3  # the running replicas kept serving
     assert not api.search("heat transfer", "bm25")["partial"]
+
+
+def node_pids(folder: Path) -> list[int]:
+    """Processes of the node whose environment names ``folder`` (its raylet, agents, replicas)."""
+    marker = f"TRAWL_NODE_DATA={folder}".encode()
+    pids = []
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            try:
+                if marker in (entry / "environ").read_bytes().split(b"\0"):
+                    pids.append(int(entry.name))
+            except OSError:
+                continue
+    return pids
+
+
+def test_a_lost_node_is_reported_and_its_shard_named_missing(api: Api, nodes: tuple[Path, Path]) -> None:
+    """Last: the second node (both replicas of shard 1) goes away entirely."""
+    _, second = nodes
+    pids = node_pids(second)
+    assert pids
+    for pid in pids:
+        try:
+            os.kill(pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+
+    def reported() -> bool:
+        health = api.health()
+        return [n["alive"] for n in health["nodes"]].count(False) == 1 and any(
+            "is lost" in p for p in health["problems"]
+        )
+
+    wait_for(reported, "/healthz to report the lost node", timeout=180)
+    assert api.health()["status"] == "degraded"
+    metrics = api.client.get("/metrics").text
+    assert 'trawl_cluster_nodes{state="lost"} 1.0' in metrics
+    answer = api.search("heat transfer", "bm25", size=10)
+    assert answer["partial"] and answer["missing_shards"] == [1] and answer["results"]
