@@ -19,6 +19,7 @@ from retrieval.index.build import build_index
 from retrieval.index.lexical_schema import read_lexical_manifest
 from retrieval.index.manifest import IndexManifest
 from retrieval.text.analyzer import parse_query
+from retrieval.text.tokenizer import ANALYSIS_VERSION
 from training.datasets import BeirDataset
 
 logger = logging.getLogger(__name__)
@@ -31,6 +32,8 @@ def cached_index(dataset: BeirDataset, settings: Settings, *, shards: int = 1) -
     index_dir = cache_dir / "index"
     try:
         manifest = IndexManifest.load(index_dir)
+        if manifest.analysis != ANALYSIS_VERSION:
+            raise ValueError("built with another text analysis")
         for shard in range(manifest.shards):
             read_lexical_manifest(layout.lexical_dir(index_dir, shard))
     except Exception:  # noqa: BLE001 - any unreadable or outdated cache is rebuilt

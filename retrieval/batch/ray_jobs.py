@@ -35,6 +35,7 @@ from retrieval.index.lexical_writer import LexicalShardWriter
 from retrieval.index.manifest import IndexManifest, new_generation_id
 from retrieval.index.root import IndexRoot
 from retrieval.index.vocabulary import VocabularyCounter
+from retrieval.text.tokenizer import ANALYSIS_VERSION
 from retrieval.vectors.backfill import EncodeFn, Pending, ProgressFn
 from retrieval.vectors.embed import Embedder
 from retrieval.vectors.store import VectorStore
@@ -184,6 +185,7 @@ def ray_build_index(
             for actor in actors:
                 ray.kill(actor)
         vocabulary.write(vocabulary_file(tmp))
+        extra = {"analysis": ANALYSIS_VERSION, **(extra or {})}
         IndexManifest.write(tmp, shards=shards, docs=sum(counts), source=source_name, extra=extra)
     return IndexManifest.load(out), [stats[i][2] for i in range(shards)]
 

@@ -21,6 +21,7 @@ from retrieval.index.lengths import ShardLengths
 from retrieval.index.lexical_writer import LexicalShardWriter
 from retrieval.index.manifest import IndexManifest
 from retrieval.index.vocabulary import VocabularyCounter
+from retrieval.text.tokenizer import ANALYSIS_VERSION
 
 _AGAIN = "free space and run the same command again"
 
@@ -69,5 +70,6 @@ def build_index(
             table.apply(rows)
             table.close()
         vocabulary.write(vocabulary_file(tmp))
+        extra = {"analysis": ANALYSIS_VERSION, **(extra or {})}
         IndexManifest.write(tmp, shards=shards, docs=count, source=source, extra=extra)
     return IndexManifest.load(out)

@@ -30,6 +30,7 @@ from retrieval.index.pins import Pin
 from retrieval.index.root import IndexRoot, resolve_index
 from retrieval.query.broker import Broker
 from retrieval.query.shard_backend import FailedShard, LocalShard, ShardBackend
+from retrieval.text.tokenizer import ANALYSIS_VERSION
 from retrieval.vectors.hnsw import VectorShard, current_version
 
 POINTER_REREAD_S = 1.0
@@ -244,6 +245,12 @@ class Generation:
         out += [
             f"shard {shard}: {why}" for shard, why in failed if isinstance(why, str) and shard not in named
         ]
+        if self.manifest.analysis != ANALYSIS_VERSION:
+            out.append(
+                f"generation {self.manifest.generation} was analysed by another Trawl (text analysis "
+                f"version {self.manifest.analysis}, this one {ANALYSIS_VERSION}): queries in Chinese, "
+                "Japanese or Korean do not match it; rebuild it with `trawl index`"
+            )
         return out + self.broker.circuits.problems()
 
     def close(self) -> None:

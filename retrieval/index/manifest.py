@@ -43,6 +43,12 @@ class IndexManifest:
     raw: dict[str, Any]
     """The whole manifest, for fields later stages add (embedding model, LTR model, …)."""
 
+    @property
+    def analysis(self) -> int:
+        """The text analysis its terms were made with (``retrieval.text.tokenizer.ANALYSIS_VERSION``;
+        indexes from before the field was written are version 1)."""
+        return int(self.raw.get("analysis", 1))
+
     @classmethod
     def load(cls, root: Path) -> IndexManifest:
         path = layout.manifest_file(root)

@@ -38,6 +38,11 @@ ENGLISH_STOPWORDS: frozenset[str] = frozenset(
 
 _APOSTROPHES = re.compile(r"(?<=\w)['’](?=\w)")
 _WORD = re.compile(r"[^\W_]+")
+ANALYSIS_VERSION = 2
+"""The version of what this module makes of text, recorded in every index built with it: 1 kept
+a run of Chinese, Japanese or Korean as one word; 2 splits it into character bigrams
+(DECISIONS 67). An index of another version answers CJK queries wrongly and is named in
+``/healthz`` until it is rebuilt."""
 MAX_TOKEN_CHARS = 64
 """Longer runs of letters are junk (base64, hashes) and would bloat the term dictionary."""
 

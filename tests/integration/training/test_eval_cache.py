@@ -14,6 +14,7 @@ from core.settings import Settings
 from retrieval.index import layout
 from retrieval.index.lexical import LexicalShard
 from retrieval.index.lexical_schema import FORMAT_VERSION
+from retrieval.text.tokenizer import ANALYSIS_VERSION
 from training.datasets import BeirDataset
 from training.evaluate import cached_index
 
@@ -49,3 +50,19 @@ def test_an_outdated_cached_index_is_rebuilt_and_its_frames_dropped(tmp_path: Pa
     assert not frame.exists()
     assert json.loads(manifest.read_text())["format_version"] == FORMAT_VERSION
     assert LexicalShard(layout.lexical_dir(index_dir, 0)).num_docs == 2
+
+
+def test_a_cached_index_of_another_text_analysis_is_rebuilt(tmp_path: Path) -> None:
+    """The tokens changed (CJK bigrams) while every format stayed: the cache must notice."""
+    settings = Settings(data_dir=tmp_path / "data")
+    dataset = BeirDataset(write_collection(tmp_path / "tiny"))
+    index_dir, cache_dir = cached_index(dataset, settings)
+    frame = cache_dir / "ltr-features-0.parquet"
+    frame.write_bytes(b"scored on the old index")
+    manifest = layout.manifest_file(index_dir)
+    raw = json.loads(manifest.read_text())
+    manifest.write_text(json.dumps({k: v for k, v in raw.items() if k != "analysis"}))
+
+    assert cached_index(dataset, settings) == (index_dir, cache_dir)
+    assert not frame.exists()
+    assert json.loads(manifest.read_text())["analysis"] == ANALYSIS_VERSION
