@@ -15,6 +15,7 @@ import typer
 
 from cli.console import make_console
 from cli.deprecated import renamed_flag
+from cli.engine import RayAddressOption
 from cli.ports import bind_error, free_port, port_taken_message
 from core.errors import ConfigError
 from core.settings import Settings
@@ -124,12 +125,7 @@ def serve_command(
             "deployments, replicas placed across the cluster).",
         ),
     ] = "local",
-    ray_address: Annotated[
-        str | None,
-        typer.Option(
-            "--ray-address", help="With --engine ray: the cluster (host:port); default a local instance."
-        ),
-    ] = None,
+    ray_address: RayAddressOption = None,
     ray_config: Annotated[
         Path | None,
         typer.Option(

@@ -49,8 +49,6 @@ class RayShard:
         self.shard_id = shard_id
         self.generation = generation
         self._info: dict[str, Any] = {}
-        self.retried = 0
-        """Calls sent again after a replica was lost (read by tests and ``/healthz``)."""
 
     def pinned(self, generation: str) -> RayShard:
         """This shard asking for ``generation`` in every call, once a replica has it open."""
@@ -82,7 +80,6 @@ class RayShard:
             except Exception as exc:
                 if not _replica_lost(exc) or attempt == _RETRIES - 1 or time.monotonic() >= deadline:
                     raise
-                self.retried += 1
         raise AssertionError("unreachable")
 
     def doc_freqs(self, query: Query, *, timeout_s: float | None = None) -> dict[tuple[str, str], int]:

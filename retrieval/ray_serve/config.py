@@ -48,14 +48,6 @@ class RayServeConfig:
     def replicas(self, shard: int) -> ReplicaSpec:
         return self.overrides.get(shard, self.default)
 
-    def scaled(self, shard: int, count: int) -> RayServeConfig:
-        if not 0 <= shard < self.shards:
-            raise ConfigError(f"There is no shard {shard}: the index has shards 0 to {self.shards - 1}.")
-        if count < 1:
-            raise ConfigError("A shard needs at least one replica.")
-        spec = replace(self.replicas(shard), count=count)
-        return replace(self, overrides={**self.overrides, shard: spec})
-
 
 def _spec(raw: Mapping[str, Any], base: ReplicaSpec, where: str) -> ReplicaSpec:
     unknown = set(raw) - {"id", "count", "num_cpus", "resources"}

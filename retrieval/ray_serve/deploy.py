@@ -14,11 +14,12 @@ from __future__ import annotations
 import logging
 import threading
 import time
+from collections import Counter
 from importlib import import_module
 from typing import Any
 
 from core.errors import ConfigError
-from core.jobs import import_ray
+from core.jobs import JobEngine, import_ray
 from core.settings import SearchSettings
 from retrieval.ray_serve.backend import RayShard
 from retrieval.ray_serve.config import RayServeConfig, check_placement
@@ -154,12 +155,8 @@ class RayShards:
     def connect(self) -> Any:
         ray = import_ray()
         if not ray.is_initialized():
-            options: dict[str, Any] = {"namespace": NAMESPACE, "log_to_driver": False}
-            if self.address:
-                options["address"] = self.address
-            else:  # "local": a new instance, never a stale cluster file's address
-                options.update(address="local", include_dashboard=False, object_store_memory=256 << 20)
-            ray.init(**options)
+            # The batch jobs' arguments: join ``address``, or a new local instance sized to the machine.
+            ray.init(namespace=NAMESPACE, **JobEngine(engine="ray", address=self.address).init_args())
             self._started_ray = True
         return ray
 
@@ -221,13 +218,10 @@ class RayShards:
             if app is None:
                 states[shard] = {}
                 continue
-            counts: dict[str, int] = {}
+            counts: Counter[str] = Counter()
             for deployment in app.deployments.values():
-                for state, n in deployment.replica_states.items():
-                    counts[str(getattr(state, "value", state))] = (
-                        counts.get(str(getattr(state, "value", state)), 0) + n
-                    )
-            states[shard] = counts
+                counts.update({str(getattr(s, "value", s)): n for s, n in deployment.replica_states.items()})
+            states[shard] = dict(counts)
         return states
 
     def nodes(self) -> list[dict[str, Any]]:

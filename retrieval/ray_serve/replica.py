@@ -59,7 +59,6 @@ class ShardReplica:
         self.settings = SearchSettings.model_validate(settings)
         self.boosts = FieldBoosts.from_settings(self.settings)
         self.source = ray.get_actor(source_name, namespace=namespace)
-        self.node = ray.get_runtime_context().get_node_id()
         self.store = NodeStore(node_data_dir(node_data))
         self._opened: OrderedDict[str, _Opened] = OrderedDict()
         self._lock = threading.Lock()
@@ -151,12 +150,7 @@ class ShardReplica:
         shard = await self._get(generation)
         if isinstance(shard, FailedShard):
             raise ShardUnavailable(f"Shard {self.shard_id} is not served: {shard.failed}")
-        return {
-            "num_docs": shard.num_docs,
-            "vector_model": shard.vector_model,
-            "node": self.node,
-            "received_bytes": self.store.received_bytes,
-        }
+        return {"num_docs": shard.num_docs, "vector_model": shard.vector_model}
 
     async def doc_freqs(self, generation: str, query: Query) -> dict[tuple[str, str], int]:
         shard = await self._get(generation)

@@ -15,7 +15,7 @@ import signal
 import subprocess
 import sys
 import threading
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
@@ -173,17 +173,22 @@ def test_a_node_receives_the_shard_it_never_had(api: Api, nodes: tuple[Path, Pat
     assert [s["replicas"] for s in health["shards"]] == [{"RUNNING": 2}, {"RUNNING": 2}]
 
 
-def replica_pids(shard: int) -> list[int]:
-    marker = f"ServeReplica:trawl-shard-{shard}:".encode()
+def pids_where(holds: Callable[[Path], bool]) -> list[int]:
+    """Processes whose /proc entry ``holds`` (one that ends meanwhile is skipped)."""
     pids = []
     for entry in Path("/proc").iterdir():
         if entry.name.isdigit():
             try:
-                if marker in (entry / "cmdline").read_bytes():
+                if holds(entry):
                     pids.append(int(entry.name))
             except OSError:
                 continue
     return pids
+
+
+def replica_pids(shard: int) -> list[int]:
+    marker = f"ServeReplica:trawl-shard-{shard}:".encode()
+    return pids_where(lambda proc: marker in (proc / "cmdline").read_bytes())
 
 
 class Load:
@@ -292,15 +297,7 @@ def test_scaling_a_shard_needs_no_restart(api: Api) -> None:
 def node_pids(folder: Path) -> list[int]:
     """Processes of the node whose environment names ``folder`` (its raylet, agents, replicas)."""
     marker = f"TRAWL_NODE_DATA={folder}".encode()
-    pids = []
-    for entry in Path("/proc").iterdir():
-        if entry.name.isdigit():
-            try:
-                if marker in (entry / "environ").read_bytes().split(b"\0"):
-                    pids.append(int(entry.name))
-            except OSError:
-                continue
-    return pids
+    return pids_where(lambda proc: marker in (proc / "environ").read_bytes().split(b"\0"))
 
 
 def test_a_lost_node_is_reported_and_its_shard_named_missing(api: Api, nodes: tuple[Path, Path]) -> None:

@@ -31,38 +31,45 @@ def write_collection(root: Path) -> Path:
     return root
 
 
+class Cached:
+    """A tiny collection's cached evaluation index, with a feature frame scored on it."""
+
+    def __init__(self, tmp_path: Path) -> None:
+        self.settings = Settings(data_dir=tmp_path / "data")
+        self.dataset = BeirDataset(write_collection(tmp_path / "tiny"))
+        self.index_dir, self.cache_dir = self.open()
+        self.frame = self.cache_dir / "ltr-features-0.parquet"
+        self.frame.write_bytes(b"scored on the old index")
+
+    def open(self) -> tuple[Path, Path]:
+        return cached_index(self.dataset, self.settings)
+
+
 def test_an_outdated_cached_index_is_rebuilt_and_its_frames_dropped(tmp_path: Path) -> None:
-    settings = Settings(data_dir=tmp_path / "data")
-    dataset = BeirDataset(write_collection(tmp_path / "tiny"))
-    index_dir, cache_dir = cached_index(dataset, settings)
-    frame = cache_dir / "ltr-features-0.parquet"
-    frame.write_bytes(b"scored on the old index")
+    cached = Cached(tmp_path)
+    index_dir, cache_dir = cached.index_dir, cached.cache_dir
 
     # A current cache is reused as it is.
-    assert cached_index(dataset, settings) == (index_dir, cache_dir)
-    assert frame.exists()
+    assert cached.open() == (index_dir, cache_dir)
+    assert cached.frame.exists()
 
     manifest = layout.lexical_manifest(layout.lexical_dir(index_dir, 0))
     raw = json.loads(manifest.read_text())
     manifest.write_text(json.dumps({**raw, "format_version": FORMAT_VERSION - 1}))
 
-    assert cached_index(dataset, settings) == (index_dir, cache_dir)
-    assert not frame.exists()
+    assert cached.open() == (index_dir, cache_dir)
+    assert not cached.frame.exists()
     assert json.loads(manifest.read_text())["format_version"] == FORMAT_VERSION
     assert LexicalShard(layout.lexical_dir(index_dir, 0)).num_docs == 2
 
 
 def test_a_cached_index_of_another_text_analysis_is_rebuilt(tmp_path: Path) -> None:
     """The tokens changed (CJK bigrams) while every format stayed: the cache must notice."""
-    settings = Settings(data_dir=tmp_path / "data")
-    dataset = BeirDataset(write_collection(tmp_path / "tiny"))
-    index_dir, cache_dir = cached_index(dataset, settings)
-    frame = cache_dir / "ltr-features-0.parquet"
-    frame.write_bytes(b"scored on the old index")
-    manifest = layout.manifest_file(index_dir)
+    cached = Cached(tmp_path)
+    manifest = layout.manifest_file(cached.index_dir)
     raw = json.loads(manifest.read_text())
     manifest.write_text(json.dumps({k: v for k, v in raw.items() if k != "analysis"}))
 
-    assert cached_index(dataset, settings) == (index_dir, cache_dir)
-    assert not frame.exists()
+    assert cached.open() == (cached.index_dir, cached.cache_dir)
+    assert not cached.frame.exists()
     assert json.loads(manifest.read_text())["analysis"] == ANALYSIS_VERSION
