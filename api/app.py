@@ -80,11 +80,10 @@ def create_app(
 
         # In a thread: Ray Serve's handles refuse to block an event loop, and nothing else runs yet.
         remote, service = await anyio.to_thread.run_sync(open_service)
-        metrics.GENERATION.labels(service.generation.id).set(1)
+        metrics.serving_generation(service.generation.id)
 
         def on_publish(generation: Any) -> None:
-            metrics.GENERATION.clear()
-            metrics.GENERATION.labels(generation.id).set(1)
+            metrics.serving_generation(generation.id)
 
         service.generations.listeners.append(on_publish)
         if remote is None:
@@ -123,6 +122,7 @@ def create_app(
             service.close()
             if ray_shards is not None:
                 ray_shards.close()
+            metrics.worker_exiting()
 
     app = FastAPI(
         title="Trawl",

@@ -19,6 +19,7 @@ from datetime import UTC, datetime
 
 from fastapi import Request, Response
 
+from api.workers import serving_workers
 from core.errors import ConfigError
 from core.settings import Settings
 from core.types import SearchResponse
@@ -34,7 +35,7 @@ COOKIE_MAX_AGE_S = 365 * 86_400
 
 def open_experiments(settings: Settings) -> ExperimentRuntime:
     """Build the runtime for ``app.state.experiments`` (call in the lifespan; close it after ``yield``)."""
-    return ExperimentRuntime.from_settings(settings)
+    return ExperimentRuntime.from_settings(settings, peers=serving_workers() > 1)
 
 
 def check_rankers(book: ExperimentBook, served: Collection[str]) -> None:

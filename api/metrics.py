@@ -8,11 +8,13 @@ for ``/v1/search``, ``web`` for the search page) and ranker by :func:`record_sea
 
 from __future__ import annotations
 
+import os
 import time
 from typing import TYPE_CHECKING
 
-from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
+from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest, multiprocess
 
+from api.workers import metrics_shared
 from retrieval.index import freshness_metrics
 
 if TYPE_CHECKING:
@@ -69,12 +71,20 @@ SHARD_MISSING = Counter(
     registry=REGISTRY,
 )
 RATE_LIMITED = Counter("trawl_rate_limited_total", "Requests answered 429", registry=REGISTRY)
-GENERATION = Gauge("trawl_generation_info", "Serving generation", ["generation"], registry=REGISTRY)
+GENERATION = Gauge(
+    "trawl_generation_info",
+    "Serving generation (with several workers, 1 while any worker serves it)",
+    ["generation"],
+    registry=REGISTRY,
+    multiprocess_mode="livemax",
+)
 SHARD_SKIPPED = Gauge(
     "trawl_shard_circuit_open",
-    "1 while a shard's circuit is open (searches skip it until a probe answers)",
+    "1 while a shard's circuit is open (searches skip it until a probe answers; with several workers,"
+    " 1 while one of them skips it as of its last scrape)",
     ["shard"],
     registry=REGISTRY,
+    multiprocess_mode="livemax",
 )
 
 SHARD_REPLICAS = Gauge(
@@ -88,6 +98,37 @@ CLUSTER_NODES = Gauge(
 )
 
 UNMATCHED_ROUTE = "unmatched"
+_serving: list[str] = []
+"""The generation this process last reported serving."""
+
+
+def serving_generation(generation: str) -> None:
+    """Report ``generation`` as the one served. A process's own series of the one before is
+    removed; several workers share files that keep every series, so there it is set to 0."""
+    if _serving and _serving[0] != generation:
+        if metrics_shared():
+            GENERATION.labels(_serving[0]).set(0)
+        else:
+            GENERATION.remove(_serving[0])
+    _serving[:] = [generation]
+    GENERATION.labels(generation).set(1)
+
+
+def worker_exiting() -> None:
+    """Drop this worker's live gauges from the shared files (its counters still count)."""
+    if metrics_shared():
+        multiprocess.mark_process_dead(os.getpid())  # type: ignore[no-untyped-call]
+
+
+def exposition() -> bytes:
+    """The text ``/metrics`` answers: this process's registry, or every worker's values."""
+    if not metrics_shared():
+        return generate_latest(REGISTRY)
+    registry = CollectorRegistry()
+    multiprocess.MultiProcessCollector(registry)  # type: ignore[no-untyped-call]
+    return generate_latest(registry)
+
+
 """The route label of a request no route matched (404s for arbitrary paths stay one series)."""
 
 

@@ -39,6 +39,7 @@ import httpx
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
+from api.workers import default_workers  # noqa: E402
 from bench.results_file import record_run  # noqa: E402
 from core.settings import Settings  # noqa: E402
 from retrieval.index.root import IndexRoot, resolve_index  # noqa: E402
@@ -449,7 +450,8 @@ def start_server(root: Path, port: int, args: argparse.Namespace, *, layout: str
             stdout=subprocess.DEVNULL,
             stderr=SERVER_LOG.open("wb"),
         )
-    cmd += ["--workers", str(args.workers)]
+    if args.workers is not None:
+        cmd += ["--workers", str(args.workers)]
     if layout == "shard-processes":
         cmd.append("--shard-processes")
     return subprocess.Popen(cmd, cwd=REPO, env=env, stdout=subprocess.DEVNULL, stderr=SERVER_LOG.open("wb"))
@@ -462,7 +464,9 @@ def main() -> None:
     parser.add_argument("--duration", type=float, default=60.0)
     parser.add_argument("--clients", default="1,8")
     parser.add_argument("--rankers", default="bm25,hybrid,ltr")
-    parser.add_argument("--workers", type=int, default=1, help="uvicorn worker processes")
+    parser.add_argument(
+        "--workers", type=int, default=None, help="uvicorn worker processes (default: trawl serve's own)"
+    )
     parser.add_argument("--passage-words", type=int, default=32)
     parser.add_argument("--build-only", action="store_true", help="build and embed the index, then stop")
     parser.add_argument("--no-peers", action="store_true", help="skip the bare Tantivy/hnswlib runs")
@@ -494,7 +498,7 @@ def main() -> None:
         "docs": args.docs,
         "shards": args.shards,
         "duration_s": args.duration,
-        "workers": args.workers,
+        "workers": args.workers or f"default {default_workers(push=False, shard_processes=False)}",
         "generator": "wrk -t1 (Lua rotating the query set); " + pin_plan()[1],
         "web_set": f"{len(web):,} queries of 2-5 words, Zipf {WEB_ZIPF_S}, {repeats:.0%} repeats",
     }
@@ -586,7 +590,7 @@ def write_report(
             lines.append("| " + " | ".join(cells) + " |")
     text = (
         f"{args.docs:,} documents, {args.shards} shards, "
-        f"{args.duration:.0f} s per run, {args.workers} worker(s); `python bench/bench_serving.py`\n\n"
+        f"{args.duration:.0f} s per run, {results['workers']} worker(s); `python bench/bench_serving.py`\n\n"
         f'Generator: {results["generator"]}. Web set: {results["web_set"]}. "caches shipped": the '
         'response cache and query-vector cache as `trawl serve` ships them; "off": both off.\n\n'
         + "\n".join(lines)

@@ -100,7 +100,16 @@ def serve_command(
     old_shards: Annotated[
         str | None, typer.Option("--shards", hidden=True, help="Deprecated name of --shard-urls.")
     ] = None,
-    workers: Annotated[int, typer.Option("--workers", min=1, max=64, help="Worker processes.")] = 1,
+    workers: Annotated[
+        int | None,
+        typer.Option(
+            "--workers",
+            min=1,
+            max=64,
+            help="Worker processes (default: one per usable CPU, at most 4; one with --push-data or "
+            "--shard-processes).",
+        ),
+    ] = None,
     shard_processes: Annotated[
         bool,
         typer.Option(
@@ -146,11 +155,14 @@ def serve_command(
     """
     import uvicorn
 
+    # lazy: crawl workers import this module, and never the api package (tests/unit/cli/test_crawl_imports.py)
+    from api.workers import WORKERS_ENV, default_workers, index_size, shared_metrics
+
     settings = Settings()
     if engine not in ("local", "ray"):
         raise typer.BadParameter(f"--engine is local or ray, not {engine!r}.")
     if engine == "ray":
-        if workers > 1 or shard_processes or shard_urls or old_shards or push_data:
+        if (workers or 1) > 1 or shard_processes or shard_urls or old_shards or push_data:
             raise typer.BadParameter(
                 "--engine ray runs one API process over Ray Serve shards; leave out --workers, "
                 "--shard-processes, --shard-urls and --push-data (scale shards with --replicas)."
@@ -160,7 +172,7 @@ def serve_command(
     if ray_address or ray_config or replicas:
         raise typer.BadParameter("--ray-address, --ray-config and --replicas go with --engine ray.")
     if push_data is not None:
-        if workers > 1 or shard_processes or shard_urls or old_shards:
+        if (workers or 1) > 1 or shard_processes or shard_urls or old_shards:
             raise typer.BadParameter("--push-data needs one worker with the index in this process.")
         settings = settings.model_copy(
             update={"api": settings.api.model_copy(update={"push_data": push_data})}
@@ -172,7 +184,7 @@ def serve_command(
             raise typer.BadParameter("--shard-processes starts its own shards; leave out --shard-urls.")
         with shard_children(index) as spec:
             console.print(f"shard processes: {spec}")
-            serve_command(index, host=host, port=port, shard_urls=spec, workers=workers)
+            serve_command(index, host=host, port=port, shard_urls=spec, workers=workers or 1)
         return
     if shards:
         os.environ["TRAWL_SERVE_SHARDS"] = shards
@@ -182,21 +194,31 @@ def serve_command(
         # lazy: loads tantivy; `trawl --help` stays fast
         from retrieval.index.root import resolve_index
 
-        resolve_index(index)
+        generation = resolve_index(index)
+    if workers is None:
+        workers = default_workers(
+            push=push_data is not None,
+            shard_processes=False,
+            index_bytes=0 if shards else index_size(generation),
+        )
     os.environ["TRAWL_SERVE_INDEX"] = str(index)
-    console.print(f"Trawl is serving {index} at http://{host}:{port}/")
+    processes = f" ({workers} workers)" if workers > 1 else ""
+    console.print(f"Trawl is serving {index} at http://{host}:{port}/{processes}")
     from api.edge import server_options  # lazy: uvicorn's protocols; `trawl --help` stays fast
 
     if workers > 1:
-        # Several workers: uvicorn imports the factory by name in each worker process.
-        uvicorn.run(
-            "api.app:app_from_environment",
-            factory=True,
-            host=host,
-            port=port,
-            workers=workers,
-            **server_options(),
-        )
+        # Several workers: uvicorn imports the factory by name in each worker process, and
+        # they count into one set of metrics.
+        os.environ[WORKERS_ENV] = str(workers)
+        with shared_metrics():
+            uvicorn.run(
+                "api.app:app_from_environment",
+                factory=True,
+                host=host,
+                port=port,
+                workers=workers,
+                **server_options(),
+            )
         return
     # lazy: FastAPI, tantivy and hnswlib; `trawl --help` stays fast
     from api.app import create_app

@@ -10,7 +10,10 @@ polluting the analysis. A click repeating an (impression, position) within
 ``click_dedup_s`` (a double click, a client retry) is answered with the first click's
 id and not logged again: it would count one interest twice. Recent impressions are
 kept in a bounded in-memory map, warmed from the log at start-up: a click on a result
-shown just before a restart still counts.
+shown just before a restart still counts. With several serving workers (``peers``), a click
+may reach a worker that did not show its impression: that worker reads the parts its peers
+wrote since (:meth:`ExperimentRuntime.catch_up`) until the impression is there or a peer's
+flush interval has passed.
 """
 
 from __future__ import annotations
@@ -23,6 +26,7 @@ from collections import OrderedDict
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
+from pathlib import Path
 from typing import Self
 
 import pyarrow as pa
@@ -63,7 +67,10 @@ class ExperimentRuntime:
         impression_cache: int = 100_000,
         click_dedup_s: float = 10.0,
         clock: Callable[[], float] = time.monotonic,
+        peer_wait_s: float = 0.0,
     ) -> None:
+        """``peer_wait_s`` > 0: other processes log impressions into the same folder; a click
+        on one of theirs is looked for in their parts for up to that long (their flush interval)."""
         self.book = book
         self.logs = logs
         self.cache_size = impression_cache
@@ -73,10 +80,13 @@ class ExperimentRuntime:
         self._clicked: OrderedDict[tuple[str, int], tuple[float, str]] = OrderedDict()
         """(impression, position) → (monotonic time, click id) of clicks inside the dedup window."""
         self._lock = threading.Lock()
+        self.peer_wait_s = peer_wait_s
+        self._parts_seen: set[str] = set()
+        """Impression parts read (or older than what the warm-up read): not read again."""
         self._warm()
 
     @classmethod
-    def from_settings(cls, settings: Settings) -> Self:
+    def from_settings(cls, settings: Settings, *, peers: bool = False) -> Self:
         s = settings.experiments
         book = ExperimentBook.load(s.experiments_file)
         logger.info(
@@ -87,30 +97,55 @@ class ExperimentRuntime:
             ExperimentLogs.from_settings(settings),
             impression_cache=s.impression_cache,
             click_dedup_s=s.click_dedup_s,
+            peer_wait_s=s.flush_interval_s + 1.0 if peers else 0.0,
         )
 
     def _warm(self) -> None:
         """Load the newest ``cache_size`` impressions, reading parts newest-first (not the whole log)."""
+        parts = part_files(self.logs.paths.impressions)
+        self._parts_seen.update(p.name for p in parts)
         if self.cache_size == 0:
             return
-        columns = ["impression_id", "experiment", "variant", "doc_ids", "teams"]
         tables: list[pa.Table] = []
         rows = 0
-        for part in reversed(part_files(self.logs.paths.impressions)):
-            table = pq.read_table(part, columns=columns, schema=IMPRESSION_SCHEMA)
+        for part in reversed(parts):
+            table = _impressions(part)
             tables.append(table)
             rows += table.num_rows
             if rows >= self.cache_size:
                 break
         for table in reversed(tables):
-            for row in table.to_pylist():
-                shown = ShownImpression(
-                    row["experiment"], row["variant"], tuple(row["doc_ids"]), tuple(row["teams"])
-                )
-                self._remember(row["impression_id"], shown)
+            self._remember_all(table)
         logger.info(
             "warmed %d recent impressions from %s", min(rows, self.cache_size), self.logs.paths.impressions
         )
+
+    def _remember_all(self, table: pa.Table) -> None:
+        for row in table.to_pylist():
+            shown = ShownImpression(
+                row["experiment"], row["variant"], tuple(row["doc_ids"]), tuple(row["teams"])
+            )
+            self._remember(row["impression_id"], shown)
+
+    def knows(self, impression_id: str) -> bool:
+        """Whether a click on ``impression_id`` can be checked here now."""
+        with self._lock:
+            return impression_id in self._recent
+
+    def catch_up(self) -> int:
+        """Read the impression parts written since the last look (by peers); returns how many."""
+        if self.cache_size == 0:
+            return 0
+        fresh = [p for p in part_files(self.logs.paths.impressions) if p.name not in self._parts_seen]
+        for part in fresh:
+            try:
+                table = _impressions(part)
+            except (OSError, pa.ArrowInvalid) as exc:  # a part renamed away or removed meanwhile
+                logger.warning("impression part %s not read: %s", part, exc)
+                continue
+            self._parts_seen.add(part.name)
+            self._remember_all(table)
+        return len(fresh)
 
     def _remember(self, impression_id: str, shown: ShownImpression) -> None:
         with self._lock:
@@ -209,3 +244,9 @@ class ExperimentRuntime:
 
     def close(self) -> None:
         self.logs.close()
+
+
+def _impressions(part: Path) -> pa.Table:
+    """The columns of one impression part that a click is checked against."""
+    columns = ["impression_id", "experiment", "variant", "doc_ids", "teams"]
+    return pq.read_table(part, columns=columns, schema=IMPRESSION_SCHEMA)

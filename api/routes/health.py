@@ -3,11 +3,11 @@
 from __future__ import annotations
 
 from fastapi import APIRouter, Request, Response
-from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
+from prometheus_client import CONTENT_TYPE_LATEST
 
 from api.deps import SearchDep
 from api.live import health
-from api.metrics import CLUSTER_NODES, REGISTRY, SHARD_REPLICAS, SHARD_SKIPPED
+from api.metrics import CLUSTER_NODES, SHARD_REPLICAS, SHARD_SKIPPED, exposition
 from api.params import StrictParams
 from api.schemas import HealthModel
 
@@ -51,4 +51,4 @@ async def metrics(request: Request) -> Response:
         alive = sum(1 for n in nodes if n["alive"])
         CLUSTER_NODES.labels("alive").set(alive)
         CLUSTER_NODES.labels("lost").set(len(nodes) - alive)
-    return Response(generate_latest(REGISTRY), media_type=CONTENT_TYPE_LATEST)
+    return Response(exposition(), media_type=CONTENT_TYPE_LATEST)

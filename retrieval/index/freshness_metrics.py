@@ -25,6 +25,7 @@ BACKLOG = Gauge(
     "trawl_unindexed_backlog",
     "Docstore rows the crawl had written and the serving generation did not hold, at the last index step",
     registry=REGISTRY,
+    multiprocess_mode="mostrecent",
 )
 DELETIONS = Counter(
     "trawl_deletions_applied_total",

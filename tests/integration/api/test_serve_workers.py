@@ -1,0 +1,205 @@
+"""``trawl serve`` runs a worker per usable CPU by default, and its metrics count every worker's requests.
+
+A real ``trawl serve`` process started with two CPUs in its affinity mask and no
+``--workers``: two worker processes answer, each with the index open; ``/metrics`` (read
+from whichever worker answers) counts the searches of both; a click reaching the worker
+that did not show its impression is logged, not refused.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import subprocess
+import sys
+from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+import httpx
+import pyarrow.parquet as pq
+import pytest
+from prometheus_client.mmap_dict import MmapedDict
+
+from core.types import Document, doc_id_for
+from retrieval.index.root import IndexRoot
+from tests.fixtures.cli import REPO
+from tests.fixtures.waiting import wait_for
+from tests.integration.api.test_edge import _free_port
+
+pytestmark = pytest.mark.skipif(
+    not hasattr(os, "sched_getaffinity") or len(os.sched_getaffinity(0)) < 2,
+    reason="needs two CPUs to give the server",
+)
+
+
+@pytest.fixture(scope="module")
+def index(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    root = IndexRoot(tmp_path_factory.mktemp("workers") / "index")
+    docs = [
+        Document(
+            doc_id=doc_id_for(f"http://w.test/{i}"),
+            url=f"http://w.test/{i}",
+            title=f"Page {i}",
+            body=f"worker page number {i} about herons",
+        )  # fmt: skip
+        for i in range(20)
+    ]
+    root.publish(root.build(docs, shards=1))
+    return root.root
+
+
+def _children(pid: int) -> list[int]:
+    found = []
+    for task in Path(f"/proc/{pid}/task").iterdir():
+        found.extend(int(x) for x in (task / "children").read_text().split())
+    return found
+
+
+def _workers(pid: int) -> list[int]:
+    """The server's worker processes: its children that have the API loaded (the index mapped)."""
+    workers = []
+    for child in _children(pid):
+        try:
+            maps = Path(f"/proc/{child}/maps").read_text()
+        except OSError:
+            continue
+        if "/index/" in maps:
+            workers.append(child)
+    return workers
+
+
+@pytest.fixture(scope="module")
+def logs(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return tmp_path_factory.mktemp("experiment-logs")
+
+
+@pytest.fixture(scope="module")
+def served(index: Path, logs: Path) -> Iterator[tuple[str, subprocess.Popen[bytes]]]:
+    port = _free_port()
+    two = sorted(os.sched_getaffinity(0))[:2]
+    server = subprocess.Popen(
+        [sys.executable, "-m", "cli.main", "serve", "--index", str(index), "--port", str(port)],
+        cwd=REPO,
+        env={
+            **os.environ,
+            "HF_HUB_OFFLINE": "1",
+            "TRAWL_API__RATE_LIMIT_PER_S": "0",
+            "TRAWL_EXPERIMENTS__LOG_DIR": str(logs),
+            "TRAWL_EXPERIMENTS__FLUSH_INTERVAL_S": "0.5",
+        },
+        preexec_fn=lambda: os.sched_setaffinity(0, two),
+    )
+    url = f"http://127.0.0.1:{port}"
+
+    def ready() -> bool:
+        assert server.poll() is None, "trawl serve exited"
+        try:
+            return httpx.get(f"{url}/readyz", timeout=5).status_code == 200
+        except httpx.TransportError:
+            return False
+
+    try:
+        wait_for(ready, "trawl serve ready")
+        wait_for(lambda: len(_workers(server.pid)) == 2, "two workers with the index open")
+        yield url, server
+    finally:
+        server.terminate()
+        server.wait(timeout=60)
+
+
+def _metrics_dir(worker: int) -> Path:
+    environ = Path(f"/proc/{worker}/environ").read_bytes().split(b"\0")
+    (value,) = [v.split(b"=", 1)[1] for v in environ if v.startswith(b"PROMETHEUS_MULTIPROC_DIR=")]
+    return Path(value.decode())
+
+
+def _searches_counted(folder: Path, worker: int) -> float:
+    """``trawl_queries_total`` as one worker wrote it to the shared files."""
+    path = folder / f"counter_{worker}.db"
+    if not path.exists():
+        return 0.0
+    return sum(
+        value
+        for key, value, *_ in MmapedDict.read_all_values_from_file(str(path))
+        if '"trawl_queries_total"' in key
+    )
+
+
+def _queries_total(url: str) -> float:
+    text = httpx.get(f"{url}/metrics", timeout=30).text
+    return sum(
+        float(v) for v in re.findall(r'^trawl_queries_total\{[^}]*entry="api"[^}]*\} (\S+)$', text, re.M)
+    )
+
+
+def test_two_cpus_get_two_workers_and_metrics_count_both(served: tuple[str, subprocess.Popen[bytes]]) -> None:
+    url, server = served
+    workers = _workers(server.pid)
+    assert len(workers) == 2
+    folder = _metrics_dir(workers[0])
+    before = _queries_total(url)
+    sent = 0
+
+    def search(i: int) -> None:
+        # A new connection each time: the kernel hands connections, not requests, to workers.
+        with httpx.Client(timeout=60) as client:
+            answer = client.get(f"{url}/v1/search", params={"q": f"herons {i}", "ranker": "bm25"})
+            assert answer.status_code == 200, answer.text
+
+    def both_served() -> bool:
+        nonlocal sent
+        with ThreadPoolExecutor(8) as pool:
+            list(pool.map(search, range(sent, sent + 16)))
+        sent += 16
+        return all(_searches_counted(folder, w) > 0 for w in workers)
+
+    wait_for(both_served, "searches answered by both workers", timeout=120)
+    per_worker = [_searches_counted(folder, w) for w in workers]
+    assert sum(per_worker) - before == sent
+    # Whichever worker answers /metrics, it reports the searches of both.
+    for _ in range(6):
+        assert _queries_total(url) - before == sent
+
+
+def _pid_of_part(part: Path) -> int:
+    return int(part.name.split("-")[2])  # part-<ns>-<pid>-<token>-<seq>.parquet
+
+
+def _rows(folder: Path, column: str) -> dict[str, int]:
+    """``column`` value → pid of the worker whose part holds it."""
+    found = {}
+    for part in sorted(folder.glob("part-*.parquet")):
+        for value in pq.read_table(part, columns=[column]).column(column).to_pylist():
+            found[value] = _pid_of_part(part)
+    return found
+
+
+def test_a_click_on_another_workers_impression_is_logged(
+    served: tuple[str, subprocess.Popen[bytes]], logs: Path
+) -> None:
+    url, _ = served
+    clicked: list[str] = []
+
+    def search_then_click(i: int) -> None:
+        with httpx.Client(timeout=60) as client:
+            answer = client.get(f"{url}/v1/search", params={"q": f"heron page {i}", "ranker": "bm25"})
+            assert answer.status_code == 200, answer.text
+            impression = answer.headers["x-trawl-impression"]
+            first = int(answer.json()["results"][0]["doc_id"])
+        with httpx.Client(timeout=60) as client:  # another connection: maybe another worker
+            click = client.post(
+                f"{url}/v1/click", json={"impression_id": impression, "doc_id": first, "position": 1}
+            )
+            assert click.status_code == 202, click.text
+        clicked.append(impression)
+
+    def crossed() -> bool:
+        with ThreadPoolExecutor(8) as pool:
+            list(pool.map(search_then_click, range(len(clicked), len(clicked) + 8)))
+        shown = _rows(logs / "impressions", "impression_id")
+        wait_for(lambda: len(_rows(logs / "clicks", "impression_id")) == len(clicked), "clicks flushed")
+        clicks = _rows(logs / "clicks", "impression_id")
+        return any(shown[imp] != pid for imp, pid in clicks.items())
+
+    wait_for(crossed, "a click answered by the worker that did not show its impression", timeout=120)
