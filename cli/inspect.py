@@ -12,6 +12,7 @@ from rich.table import Table
 from cli.console import make_console
 from core.blocklist import BlockList
 from core.crawldir import CrawlDir
+from core.docstore import DocStore
 from core.settings import SearchSettings, Settings
 from crawl.run.inspect import inspect_url
 from crawl.state.readable import STATE_LABELS, readable
@@ -44,9 +45,11 @@ def inspect_command(
     freshness = (
         _freshness(report.canonical_url, index) if index is not None and report.canonical_url else None
     )
+    lang = _stored_language(report.canonical_url, data) if report.canonical_url else None
     if json_out:
         payload = {
             "indexed": indexed,
+            "lang": lang,
             "blocked": blocked,
             "freshness": freshness,
             "url": report.url,
@@ -77,6 +80,8 @@ def inspect_command(
             text = readable(key, report.state[key])
             if text:
                 table.add_row(STATE_LABELS[key], text)
+    if lang is not None:
+        table.add_row("Language", lang or "none (not declared, too little text to identify)")
     if blocked is not None:
         table.add_row("Block list", blocked)
     if indexed is not None:
@@ -96,6 +101,16 @@ def inspect_command(
             f"({readable('bytes', entry['bytes'])}, {readable('elapsed_s', entry['elapsed_s'])})",
         )
     out.print(table)
+
+
+def _stored_language(canonical_url: str, data: Path) -> str | None:
+    """The language stored with the URL's latest document (declared by the page or its
+    Content-Language header, else identified from its text); None when none is stored."""
+    docs = CrawlDir(data).docs
+    if not docs.exists():
+        return None
+    found = DocStore(docs).documents_by_url([canonical_url]).get(canonical_url)
+    return found.lang if found is not None else None
 
 
 def _freshness(canonical_url: str, index: Path) -> dict[str, object] | None:

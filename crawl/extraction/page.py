@@ -23,6 +23,7 @@ from dataclasses import dataclass, field
 
 from selectolax.lexbor import LexborHTMLParser, LexborNode
 
+from crawl.extraction.language import language_tag, page_language
 from crawl.extraction.sitemaps import parse_lastmod
 from crawl.urls import canonicalize_url
 
@@ -96,6 +97,9 @@ class ParsedPage:
     headings: tuple[str, ...] = ()
     description: str = ""
     lang: str = ""
+    lang_source: str = ""
+    """Where ``lang`` came from: ``html`` (``<html lang>``), ``meta`` (``http-equiv``), ``header``
+    (Content-Language), ``text`` (identified); ``""`` when there is no language."""
     published_at: float | None = None
     modified_at: float | None = None
     links: tuple[Link, ...] = ()
@@ -215,8 +219,11 @@ def _classify_by_attributes(node: LexborNode, found: _PageNodes) -> None:
         found.boilerplate.append(node)
 
 
-def parse_html(html: str, url: str, *, x_robots_tag: str = "", max_links: int = 10_000) -> ParsedPage:
-    """Extract a page; ``url`` is the canonical URL it was fetched from (base for links)."""
+def parse_html(
+    html: str, url: str, *, x_robots_tag: str = "", content_language: str = "", max_links: int = 10_000
+) -> ParsedPage:
+    """Extract a page; ``url`` is the canonical URL it was fetched from (base for links),
+    ``content_language`` its Content-Language response header."""
     tree = LexborHTMLParser(_with_block_breaks(html))
     found = _page_nodes(tree)
     head_base = found.base
@@ -249,14 +256,7 @@ def parse_html(html: str, url: str, *, x_robots_tag: str = "", max_links: int = 
     if published_at is None and found.time is not None:
         published_at = parse_lastmod(found.time.attributes.get("datetime") or "")
 
-    html_node = tree.root
-    if html_node is None or html_node.tag != "html":
-        html_node = tree.css_first("html")
-    lang = (html_node.attributes.get("lang") or "") if html_node is not None else ""
-    if not lang:
-        meta_lang = tree.css_first('meta[http-equiv="content-language"]')
-        lang = (meta_lang.attributes.get("content") or "") if meta_lang else ""
-    lang = lang.strip().split("-")[0].split("_")[0].lower()[:8]
+    lang, lang_source = _declared_language(tree, found.metas, content_language)
 
     canonical = ""
     for link in found.links:
@@ -284,12 +284,16 @@ def parse_html(html: str, url: str, *, x_robots_tag: str = "", max_links: int = 
     body = _clean_content(main.text()) if main is not None else ""
     if not title and headings:
         title = headings[0]
+    if not lang:
+        lang = page_language(title, headings, body)
+        lang_source = "text" if lang else ""
     return ParsedPage(
         title=title,
         body=body,
         headings=headings,
         description=description,
         lang=lang,
+        lang_source=lang_source,
         published_at=published_at,
         modified_at=modified_at,
         links=tuple(links),
@@ -297,6 +301,26 @@ def parse_html(html: str, url: str, *, x_robots_tag: str = "", max_links: int = 
         noindex=noindex,
         nofollow=nofollow,
     )
+
+
+def _declared_language(tree: LexborHTMLParser, metas: list[LexborNode], header: str) -> tuple[str, str]:
+    """``(language, where it was said)`` as the page declares it, in HTML's order: ``<html lang>``,
+    then the ``http-equiv`` pragma, then the Content-Language header; ``("", "")`` when none does."""
+    html_node = tree.root
+    if html_node is None or html_node.tag != "html":
+        html_node = tree.css_first("html")
+    lang = language_tag((html_node.attributes.get("lang") or "") if html_node is not None else "")
+    if lang:
+        return lang, "html"
+    for meta in metas:
+        attrs = meta.attributes
+        if (attrs.get("http-equiv") or "").lower() == "content-language":
+            lang = language_tag(attrs.get("content") or "")
+            if lang:
+                return lang, "meta"
+            break
+    lang = language_tag(header)
+    return (lang, "header") if lang else ("", "")
 
 
 def _links(

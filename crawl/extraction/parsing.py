@@ -258,6 +258,8 @@ class PageJob:
     x_robots_tag: str
     max_links: int
     max_depth: int
+    content_language: str = ""
+    """The Content-Language response header (a page's own ``lang`` comes first)."""
 
 
 def extract_page(job: PageJob) -> ParsedPage | None:
@@ -266,7 +268,13 @@ def extract_page(job: PageJob) -> ParsedPage | None:
         return None
     html, _ = decode_html(job.body, job.charset)
     html = limit_depth(html, job.max_depth)
-    return parse_html(html, job.url, x_robots_tag=job.x_robots_tag, max_links=job.max_links)
+    return parse_html(
+        html,
+        job.url,
+        x_robots_tag=job.x_robots_tag,
+        content_language=job.content_language,
+        max_links=job.max_links,
+    )
 
 
 _PR_SET_PDEATHSIG = 1

@@ -115,6 +115,7 @@ def page_job(response: StoredResponse, settings: CrawlSettings) -> PageJob | Non
         charset=charset,
         url=response.url,
         x_robots_tag=response.headers.get("x-robots-tag", ""),
+        content_language=response.headers.get("content-language", ""),
         max_links=settings.max_links_per_page * 2,
         max_depth=settings.max_html_depth,
     )

@@ -107,6 +107,7 @@ class ResponseHandler:
             charset=result.charset,
             url=result.final_url,
             x_robots_tag=result.headers.get("x-robots-tag", ""),
+            content_language=result.headers.get("content-language", ""),
             max_links=self.settings.max_links_per_page * 2,
             max_depth=self.settings.max_html_depth,
         )
