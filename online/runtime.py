@@ -4,16 +4,14 @@ One instance per process, opened at start-up and closed at shutdown (the close
 flushes the logs). It has no web framework in it, so the same object serves the
 FastAPI routes, a test, or a batch replay.
 
-Clicks are checked against the impression they claim to come from (the doc id must
-be the one shown at that position), so a stale or forged click is refused instead of
+Clicks are checked against the impression they claim to come from (the doc id must be
+the one shown at that position), so a stale or forged click is refused instead of
 polluting the analysis. A click repeating an (impression, position) within
-``click_dedup_s`` (a double click, a client retry) is answered with the first click's
-id and not logged again: it would count one interest twice. Recent impressions are
-kept in a bounded in-memory map, warmed from the log at start-up: a click on a result
-shown just before a restart still counts. With several serving workers (``peers``), a click
-may reach a worker that did not show its impression: that worker reads the parts its peers
-wrote since (:meth:`ExperimentRuntime.catch_up`) until the impression is there or a peer's
-flush interval has passed.
+``click_dedup_s`` (a double click, a retry) is answered with the first click's id and not
+logged again. Recent impressions are kept in a bounded map, warmed from the log at
+start-up (a click on a result shown before a restart counts) and, with several serving
+workers, read from the parts the others wrote (:meth:`ExperimentRuntime.catch_up`) when a
+click names an impression another worker showed.
 """
 
 from __future__ import annotations
