@@ -10,6 +10,11 @@ from core.types import Hit, SearchResponse
 from retrieval.query.snippets import plain_snippet
 
 
+class TranslationModel(BaseModel):
+    lang: str = Field(description="ISO 639-1 code of the version's language.")
+    url: str
+
+
 class HitModel(BaseModel):
     doc_id: str = Field(description="Trawl's document id (decimal string: it exceeds 2^53).")
     url: str
@@ -23,6 +28,12 @@ class HitModel(BaseModel):
     score: float
     explain: dict[str, Any] | None = Field(None, description="Only with explain=true.")
     similar: int = Field(0, description="Near-identical results on this page folded into this one.")
+    lang: str = Field("", description="The page's language (ISO 639-1; empty when unknown).")
+    translations: list[TranslationModel] = Field(
+        default_factory=list,
+        description="The same page in other languages, among this page's results and folded into this "
+        "one (shown in the reader's language: lang:, else Accept-Language).",
+    )
 
     @classmethod
     def from_domain(cls, hit: Hit) -> Self:
@@ -37,6 +48,8 @@ class HitModel(BaseModel):
             score=hit.score,
             explain=hit.explain,
             similar=hit.similar,
+            lang=hit.lang,
+            translations=[TranslationModel(lang=lang, url=url) for lang, url in hit.translations],
         )
 
 

@@ -41,8 +41,13 @@ def search_command(
     from api.app import open_search_service
     from retrieval.query.request import SearchRequest  # lazy: crawl workers load no retrieval code
 
-    service = open_search_service(Settings(), index)
-    response = service.search(SearchRequest(query, page=page, size=size, ranker=ranker, explain=explain))
+    settings = Settings()
+    service = open_search_service(settings, index)
+    response = service.search(
+        SearchRequest(
+            query, page=page, size=size, ranker=ranker, explain=explain, reader_lang=settings.rank.user_lang
+        )
+    )
     for problem in service.problems():  # a damaged file: its shard (or its vectors) sat this one out
         typer.echo(f"warning: {problem}", err=True)
     if as_json:
@@ -65,6 +70,9 @@ def search_command(
         )
     for rank, hit in enumerate(response.hits, start=response.size * (response.page - 1) + 1):
         out.print(result_text(rank, hit.title, hit.score, hit.url, hit.snippet), highlight=False)
+        if hit.translations:
+            also = ", ".join(lang for lang, _ in hit.translations)
+            out.print(f"   also in: {also}", markup=False, highlight=False)
         if explain and hit.explain:
             out.print("   " + json.dumps(hit.explain, default=str), markup=False, highlight=False)
 

@@ -50,7 +50,8 @@ _FIELD_NAMES = tuple(f.name for f in fields(Document))
 assert _FIELD_NAMES[:2] == ("doc_id", "url"), "_matching_rows reads the URL second"
 _URL_MEMBER = ',"url":"'
 """How the second member of a row segment's row starts (``core.rowsegments`` writes compact JSON)."""
-_TUPLE_FIELDS = frozenset({"headings", "anchors", "outlinks"})
+_TUPLE_FIELDS = frozenset({"headings", "anchors", "outlinks", "alternates"})
+"""List columns; a segment written before one existed (``alternates``) reads as empty."""
 
 
 @cache
@@ -80,6 +81,7 @@ def document_schema() -> pl.Schema:
             "pagerank": pl.Float64(),
             "dup_cluster_size": pl.Int32(),
             "outlinks": pl.List(pl.String()),
+            "alternates": pl.List(pl.String()),
         }
     )
     assert set(_FIELD_NAMES) == set(schema), "Document and document_schema() disagree"
@@ -275,7 +277,7 @@ def _matching_rows(path: Path, urls: set[str]) -> Iterator[Document]:
 
 def _record_to_document(record: dict[str, Any]) -> Document:
     for name in _TUPLE_FIELDS:
-        record[name] = tuple(record[name] or ())
+        record[name] = tuple(record.get(name) or ())
     record["doc_id"] = DocId(record["doc_id"])
     return Document(**record)
 

@@ -52,6 +52,9 @@ class Document:
     pagerank: float = 0.0
     dup_cluster_size: int = 1
     outlinks: tuple[str, ...] = ()
+    alternates: tuple[str, ...] = ()
+    """URLs the page names as its translations (``<link rel=alternate hreflang>``); the index
+    groups translations by them (``retrieval.index.translations``)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -104,6 +107,12 @@ class Hit:
     """Why this result ranks where it does (only when asked for)."""
     similar: int = 0
     """Near-identical results (same SimHash cluster) folded into this one on its page."""
+    lang: str = ""
+    translation_group: str = ""
+    """The index's key for the page's translations (``""``: none): hits sharing it are one page
+    in several languages, shown once (``retrieval.query.translations``)."""
+    translations: tuple[tuple[str, str], ...] = ()
+    """``(lang, url)`` of the same page's other languages among the results, folded into this one."""
 
 
 @dataclass(frozen=True, slots=True)

@@ -4,16 +4,17 @@ from __future__ import annotations
 
 from typing import Annotated
 
-from fastapi import APIRouter, Query, Request, Response
+from fastapi import APIRouter, Header, Query, Request, Response
 
 from api import metrics
-from api.deps import SearchDep, in_search_thread
+from api.deps import SearchDep, SettingsDep, in_search_thread
 from api.experiments import search_with_experiments
 from api.params import StrictInt, StrictParams
 from api.schemas import ErrorModel, FacetModel, SearchResponseModel
 from core.errors import BadParameter
 from retrieval.query.facets import parse_facets
 from retrieval.query.request import SearchRequest
+from retrieval.query.translations import reader_language
 
 router = APIRouter(dependencies=[StrictParams])
 
@@ -27,6 +28,7 @@ router = APIRouter(dependencies=[StrictParams])
 async def search(
     request: Request,
     service: SearchDep,
+    settings: SettingsDep,
     q: Annotated[
         str | None,
         Query(max_length=10_000, description='Query; operators: "phrase", -term, site:, lang:, filetype:'),
@@ -55,6 +57,13 @@ async def search(
         str | None,
         Query(max_length=64, description="Count results per value: host, filetype, lang (comma-separated)."),
     ] = None,
+    accept_language: Annotated[
+        str | None,
+        Header(
+            description="The reader's languages: a page found in several languages is shown in the "
+            "first of them (else rank.user_lang), the others listed in its translations."
+        ),
+    ] = None,
 ) -> Response:
     """Search the serving generation. The search itself runs in a worker thread (ranking may
     encode the query with a model: CPU work), a bounded number at once (``in_search_thread``)."""
@@ -72,6 +81,7 @@ async def search(
         lang=lang,
         filetype=filetype,
         spell=spell,
+        reader_lang=reader_language(accept_language, settings.rank.user_lang),
     )
 
     facet_names = parse_facets(facets)

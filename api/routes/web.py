@@ -41,6 +41,7 @@ from retrieval.query.facets import FILTER_OF
 from retrieval.query.request import SearchRequest
 from retrieval.query.service import SearchService
 from retrieval.query.shard_backend import LocalShard
+from retrieval.query.translations import reader_language
 
 logger = logging.getLogger(__name__)
 WEB = Path(__file__).resolve().parent.parent / "web"
@@ -208,7 +209,11 @@ def _render_search_page(
                 if size
                 else service.settings.default_page_size
             )
-            search = dataclasses.replace(query.search, page=number, size=per_page, spell=spelling)
+            user_lang = request.app.state.settings.rank.user_lang
+            reader = reader_language(request.headers.get("accept-language"), user_lang)
+            search = dataclasses.replace(
+                query.search, page=number, size=per_page, spell=spelling, reader_lang=reader
+            )
             outcome = search_with_experiments(request, service, search)
             response = outcome.response
             metrics.record_search(response, entry="web")
@@ -248,6 +253,7 @@ def _render_search_page(
                         "href": _click_href(outcome.impression_id, position, hit.doc_id, hit.url),
                         "snippet": Markup(hit.snippet),
                         "similar": hit.similar,
+                        "translations": [(lang, url) for lang, url in hit.translations if _safe_href(url)],
                         "explain_url": "/explain?"
                         + urlencode({"q": q, "doc_id": str(int(hit.doc_id)), **kept, **came_from}),
                     }

@@ -35,4 +35,5 @@ def page_document(
         content_hash=text_hash,
         simhash=fingerprint,
         outlinks=tuple(link.url for link in page.links if not link.nofollow)[:max_links],
+        alternates=tuple(url for _, url in page.alternates),
     )

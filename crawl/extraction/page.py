@@ -105,6 +105,9 @@ class ParsedPage:
     links: tuple[Link, ...] = ()
     canonical_url: str = ""
     """Canonical form of ``<link rel=canonical>``; ``""`` when absent or unusable."""
+    alternates: tuple[tuple[str, str], ...] = ()
+    """``(hreflang, canonical URL)`` of each ``<link rel=alternate hreflang>`` (``x-default`` left
+    out): the page's translations as it declares them, the page itself usually among them."""
     noindex: bool = False
     nofollow: bool = False
 
@@ -258,14 +261,7 @@ def parse_html(
 
     lang, lang_source = _declared_language(tree, found.metas, content_language)
 
-    canonical = ""
-    for link in found.links:
-        attrs = link.attributes
-        if "href" not in attrs or "rel" not in attrs:
-            continue
-        if "canonical" in (attrs["rel"] or "").lower().split():
-            canonical = canonicalize_url(attrs["href"] or "", base=base)
-            break
+    canonical, alternates = _head_links(found.links, base)
 
     noindex, nofollow = _robots_directives(robots)
     permalinks: list[LexborNode] = []
@@ -298,9 +294,37 @@ def parse_html(
         modified_at=modified_at,
         links=tuple(links),
         canonical_url=canonical,
+        alternates=alternates,
         noindex=noindex,
         nofollow=nofollow,
     )
+
+
+MAX_ALTERNATES = 64
+"""hreflang alternates a page keeps: a translated site lists a few dozen languages at most."""
+
+
+def _head_links(links: list[LexborNode], base: str) -> tuple[str, tuple[tuple[str, str], ...]]:
+    """``(canonical URL, hreflang alternates)`` from the page's ``<link>`` elements, in one pass
+    over the attributes already read: the first ``rel=canonical``, and every ``rel=alternate``
+    with an ``hreflang`` but ``x-default`` (a language chooser, not a translation)."""
+    canonical: str | None = None
+    alternates: list[tuple[str, str]] = []
+    for link in links:
+        attrs = link.attributes
+        rel = attrs.get("rel")
+        if not rel or "href" not in attrs:
+            continue
+        href = attrs.get("href") or ""
+        rels = rel.lower().split()
+        if "canonical" in rels:
+            if canonical is None:
+                canonical = canonicalize_url(href, base=base)
+        elif "alternate" in rels and len(alternates) < MAX_ALTERNATES:
+            hreflang = (attrs.get("hreflang") or "").strip().lower()
+            if hreflang and hreflang != "x-default" and (target := canonicalize_url(href, base=base)):
+                alternates.append((hreflang, target))
+    return canonical or "", tuple(alternates)
 
 
 def _declared_language(tree: LexborHTMLParser, metas: list[LexborNode], header: str) -> tuple[str, str]:

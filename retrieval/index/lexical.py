@@ -53,6 +53,9 @@ class StoredDoc:
     dup_cluster_size: int = 1
     simhash: int = 0
     """The page's 64-bit SimHash (0: unknown); near-identical results collapse by it."""
+    translation_group: str = ""
+    """The key the page's translations share (``retrieval.index.translations``); ``""``: none,
+    as in every index built before groups were kept."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -276,6 +279,7 @@ class LexicalShard:
             fetched_at=payload.get("fetched_at"),
             dup_cluster_size=int(payload.get("dup_cluster_size", 1)),
             simhash=int(payload.get("simhash", 0)),
+            translation_group=payload.get("translation_group", ""),
         )
 
     def stored(self, doc_id: DocId) -> StoredDoc | None:

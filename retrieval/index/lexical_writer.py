@@ -34,6 +34,7 @@ from retrieval.index.lexical_schema import (
     explicit_port,
     host_suffixes,
 )
+from retrieval.index.translations import translation_group
 from retrieval.index.vocabulary import VocabularyCounter
 from retrieval.text.stopword_search import CAPTIONS_FIELD
 from retrieval.text.tokenizer import analyze, analyzed_text, stems, words
@@ -126,6 +127,8 @@ class LexicalShardWriter:
             "dup_cluster_size": int(doc.dup_cluster_size),
             "simhash": int(doc.simhash),
         }
+        if group := translation_group(doc.url, doc.lang, doc.alternates):
+            payload["translation_group"] = group
         tdoc.add_bytes("payload", json.dumps(payload, ensure_ascii=False).encode("utf-8"))
         return tdoc, body
 

@@ -41,6 +41,9 @@ class SearchRequest:
     filetype: str | None = None
     spell: bool = True
     """Spelling suggestions and rewrites; False searches exactly what was typed."""
+    reader_lang: str | None = None
+    """The reader's language (``Accept-Language``, else ``rank.user_lang``): a page's translations
+    among the results are shown in it (``retrieval.query.translations``); None: the best-ranked."""
     snippets: bool = True
     """False leaves every snippet empty and changes nothing else (for callers that only
     score the ranked list: making snippets of a deep list costs more than ranking it)."""

@@ -94,6 +94,8 @@ def page_hits(
                 score=scored.score,
                 external_id=doc.external_id,
                 explain=info,
+                lang=doc.lang,
+                translation_group=doc.translation_group,
             )
         )
     return hits, lost

@@ -37,6 +37,7 @@ from retrieval.query.results import page_hits, with_ignored_words
 from retrieval.query.retriever import Retriever
 from retrieval.query.served_rankers import QueryEncoder, ServedRankers
 from retrieval.query.shard_backend import LocalShard, ShardBackend
+from retrieval.query.translations import with_translations
 from retrieval.text.compounds import with_compounds
 
 logger = logging.getLogger(__name__)
@@ -235,7 +236,8 @@ class SearchService:
                 request, page = self.pager.follow(request, pinned)
             else:
                 page = self.pager.page(request)
-            return self._search_on(generation, request, page, started=started)
+            response = self._search_on(generation, request, page, started=started)
+        return with_translations(response, request.reader_lang)
 
     def _search_on(
         self, generation: Generation, request: SearchRequest, page: PageRequest, *, started: float

@@ -44,8 +44,10 @@ def test_search_returns_ranked_highlighted_results(client: httpx.Client) -> None
     assert [x["url"] for x in body["results"]][0] == "https://docs.python.org/3/tutorial/datastructures.html"
     first = body["results"][0]
     assert set(first) == {
-        "doc_id", "url", "title", "snippet", "snippet_text", "highlights", "score", "explain", "similar"
+        "doc_id", "url", "title", "snippet", "snippet_text", "highlights", "score", "explain", "similar",
+        "lang", "translations",
     }  # fmt: skip
+    assert first["lang"] == "en" and first["translations"] == []
     text, spans = first["snippet_text"], first["highlights"]
     assert "<" not in text and [text[a:b] for a, b in spans][:2] == ["List", "comprehensions"]
     assert first["explain"] is None
@@ -193,10 +195,9 @@ def test_search_page_renders_results_and_paging(client: httpx.Client) -> None:
 
 def test_openapi_documents_search(client: httpx.Client) -> None:
     spec = client.get("/openapi.json").json()
-    params = {p["name"] for p in spec["paths"]["/v1/search"]["get"]["parameters"]}
-    assert params == {
-        "q", "page", "size", "site", "lang", "filetype", "ranker", "explain", "cursor", "spell", "facets"
-    }  # fmt: skip
+    params = {p["name"]: p["in"] for p in spec["paths"]["/v1/search"]["get"]["parameters"]}
+    queried = "q page size site lang filetype ranker explain cursor spell facets".split()
+    assert params == {**dict.fromkeys(queried, "query"), "accept-language": "header"}
 
 
 def test_second_identical_query_is_served_from_cache(client: httpx.Client) -> None:
