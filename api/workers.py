@@ -2,7 +2,7 @@
 
 Python's ranking work holds the GIL, so one process serves one core. Workers (uvicorn's,
 each with the memory-mapped shards opened on its own) used both cores of a 2-core machine
-where threads could not: 2.37× bm25 and 1.80× LTR queries/s at 8 clients (DECISIONS 72).
+where threads could not: 2.37× bm25 and 1.80× LTR queries/s at 8 clients (DECISIONS 73).
 So the default is a worker per usable CPU, up to :data:`MAX_DEFAULT_WORKERS` and to what
 half the available memory holds: each worker holds its own encoder, caches and vectors.
 One worker where a second cannot help or is not allowed: ``--push-data`` (one writer),

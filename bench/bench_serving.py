@@ -279,9 +279,12 @@ def summarize(latencies: list[float], duration: float, errors: int) -> dict[str,
     }
 
 
-def bare_peer(root: Path, qs: list[str], clients: int, duration: float, *, hybrid: bool) -> dict[str, Any]:
+def bare_peer(
+    root: Path, qs: list[str], clients: int, duration: float, *, hybrid: bool, depth: int = 10
+) -> dict[str, Any]:
     """Tantivy's own query parser + hnswlib over the same shard files, no Trawl code on the path
-    except the analyser (the indexes hold analysed tokens) and, for hybrid, the same encoder."""
+    except the analyser (the indexes hold analysed tokens) and, for hybrid, the same encoder.
+    ``depth``: each list's length per shard (10, a page; Trawl's fused rankers read 100)."""
     import heapq
 
     import tantivy
@@ -311,7 +314,7 @@ def bare_peer(root: Path, qs: list[str], clients: int, duration: float, *, hybri
         hits = []
         for index, searcher in zip(shards, searchers, strict=True):
             query, _ = index.parse_query_lenient(text or "nothing", fields)
-            result = searcher.search(query, limit=10)
+            result = searcher.search(query, limit=depth)
             hits.extend((score, addr, searcher) for score, addr in result.hits)
         top = heapq.nlargest(10, hits, key=lambda h: h[0])
         for _, addr, searcher in top:
@@ -319,7 +322,7 @@ def bare_peer(root: Path, qs: list[str], clients: int, duration: float, *, hybri
         if encoder is not None:
             vec = encoder.encode_query(q)
             for shard in vectors:
-                shard.search(vec, 10)
+                shard.search(vec, depth)
 
     latencies: list[float] = []
     lock = threading.Lock()
@@ -561,6 +564,11 @@ def main() -> None:
                 key = f"bare-inprocess-{name}@{c} web"
                 results[key] = bare_peer(root, web, c, args.duration, hybrid=hybrid)
                 print(key, results[key], file=sys.stderr)
+        # The floor of a fused ranker's first stage: both lists as deep as Trawl reads them.
+        depth = Settings().search.candidate_k
+        key = f"bare-inprocess-tantivy+hnswlib top-{depth}@1 web"
+        results[key] = bare_peer(root, web, 1, args.duration, hybrid=True, depth=depth)
+        print(key, results[key], file=sys.stderr)
     stages: dict[str, dict[str, float]] = {}
     if args.stage_queries:
         for ranker in args.rankers.split(","):

@@ -16,9 +16,8 @@ held-out folds.
 
 from __future__ import annotations
 
-import dataclasses
 import logging
-from collections.abc import Iterable, Sequence
+from collections.abc import Collection, Iterable, Sequence
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -122,15 +121,13 @@ def shard_candidates(
     vector_hits: list[ScoredDoc] = []
     if vectors is not None and vector is not None and k_vector > 0 and not query.is_empty:
         vector_hits = filtered_vector_hits(lexical, vectors, query, vector, k_vector)
-    candidates = union(lexical_hits, vector_hits, shard_id=shard_id)
+    matching: set[DocId] = set()
     if vector_hits and lexical_total > len(lexical_hits):
         # Matches below the lexical top-k exist: which vector-only candidates are among them.
-        outside = [c.doc_id for c in candidates if c.bm25 is None]
+        listed = {h.doc_id for h in lexical_hits}
+        outside = sorted({h.doc_id for h in vector_hits} - listed)
         matching = lexical.matching(query, outside, stats=stats)
-        if matching:
-            candidates = [
-                dataclasses.replace(c, lexical_match=True) if c.doc_id in matching else c for c in candidates
-            ]
+    candidates = union(lexical_hits, vector_hits, shard_id=shard_id, matching=matching)
     if not with_fields:
         return candidates
     fields = CandidateFields.compute(
@@ -220,9 +217,15 @@ class CandidateFields:
 
 
 def union(
-    lexical_hits: Sequence[ScoredDoc], vector_hits: Sequence[ScoredDoc], *, shard_id: int = 0
+    lexical_hits: Sequence[ScoredDoc],
+    vector_hits: Sequence[ScoredDoc],
+    *,
+    shard_id: int = 0,
+    matching: Collection[DocId] = (),
 ) -> list[Candidate]:
-    """Union two ranked lists by doc id, keeping score and 1-based rank from each."""
+    """Union two ranked lists by doc id, keeping score and 1-based rank from each.
+
+    ``matching``: vector hits known to match the query lexically below the lexical top-k."""
     bm25 = {h.doc_id: (h.score, rank) for rank, h in enumerate(lexical_hits, 1)}
     cosine = {h.doc_id: (h.score, rank) for rank, h in enumerate(vector_hits, 1)}
     out: list[Candidate] = []
@@ -237,7 +240,7 @@ def union(
                 c[0] if c else None,
                 b[1] if b else None,
                 c[1] if c else None,
-                lexical_match=b is not None,
+                lexical_match=b is not None or doc_id in matching,
             )
         )
     return out
