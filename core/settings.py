@@ -233,7 +233,7 @@ class ApiSettings(BaseModel):
     """Build the serving generation's suggestions (``/v1/suggest``) in the background as the
     service starts, so the first keystroke does not wait for it (seconds at 100K pages)."""
     rate_limit_per_s: float = Field(50.0, ge=0)
-    """Sustained requests per second per client address; 0 disables the limit."""
+    """Sustained requests per second per client address and worker process; 0 disables the limit."""
     rate_limit_burst: int = Field(100, ge=1)
     trusted_proxies: list[str] = []
     """CIDR blocks of reverse proxies whose ``X-Forwarded-For`` names the client (rate limit);
