@@ -8,8 +8,8 @@ half the available memory holds: each worker holds its own encoder, caches and v
 One worker where a second cannot help or is not allowed: ``--push-data`` (one writer),
 ``--shard-processes`` (shards in processes of their own) and Ray Serve (one ingress).
 
-Workers count requests into one set of metrics through prometheus_client's multiprocess
-mode: a folder of memory-mapped files, made before the workers start and removed after.
+Workers count requests into one set of metrics (prometheus_client's multiprocess mode) and
+share a second-level response cache, both in a folder made before they start, removed after.
 """
 
 from __future__ import annotations
@@ -28,6 +28,8 @@ WORKER_FIXED_BYTES = 600 * 2**20
 
 WORKERS_ENV = "TRAWL_SERVE_WORKERS"
 """How many workers ``trawl serve`` started, for each of them to read."""
+SHARED_CACHE_ENV = "TRAWL_SEARCH__SHARED_CACHE_PATH"
+"""``search.shared_cache_path`` of every worker: the responses they share."""
 METRICS_DIR_ENV = "PROMETHEUS_MULTIPROC_DIR"
 """prometheus_client reads this when imported: each worker then writes its values to files there."""
 
@@ -82,18 +84,22 @@ def index_size(generation: Path) -> int:
 
 
 @contextmanager
-def shared_metrics() -> Iterator[Path]:
-    """A fresh multiprocess-metrics folder named in the environment the workers inherit."""
-    folder = Path(tempfile.mkdtemp(prefix="trawl-metrics-"))
-    previous = os.environ.get(METRICS_DIR_ENV)
-    os.environ[METRICS_DIR_ENV] = str(folder)
+def shared_by_workers() -> Iterator[Path]:
+    """A fresh folder for what the workers share, named in the environment they inherit:
+    the multiprocess metrics (``metrics/``) and the response cache (``responses.sqlite``)."""
+    folder = Path(tempfile.mkdtemp(prefix="trawl-workers-"))
+    (folder / "metrics").mkdir()
+    names = {METRICS_DIR_ENV: str(folder / "metrics"), SHARED_CACHE_ENV: str(folder / "responses.sqlite")}
+    previous = {name: os.environ.get(name) for name in names}
+    os.environ.update(names)
     try:
         yield folder
     finally:
-        if previous is None:
-            os.environ.pop(METRICS_DIR_ENV, None)
-        else:
-            os.environ[METRICS_DIR_ENV] = previous
+        for name, value in previous.items():
+            if value is None:
+                os.environ.pop(name, None)
+            else:
+                os.environ[name] = value
         shutil.rmtree(folder, ignore_errors=True)
 
 

@@ -156,7 +156,7 @@ def serve_command(
     import uvicorn
 
     # lazy: crawl workers import this module, and never the api package (tests/unit/cli/test_crawl_imports.py)
-    from api.workers import WORKERS_ENV, default_workers, index_size, shared_metrics
+    from api.workers import WORKERS_ENV, default_workers, index_size, shared_by_workers
 
     settings = Settings()
     if engine not in ("local", "ray"):
@@ -207,10 +207,10 @@ def serve_command(
     from api.edge import server_options  # lazy: uvicorn's protocols; `trawl --help` stays fast
 
     if workers > 1:
-        # Several workers: uvicorn imports the factory by name in each worker process, and
-        # they count into one set of metrics.
+        # Several workers: uvicorn imports the factory by name in each worker process; they
+        # count into one set of metrics and share a response cache.
         os.environ[WORKERS_ENV] = str(workers)
-        with shared_metrics():
+        with shared_by_workers():
             uvicorn.run(
                 "api.app:app_from_environment",
                 factory=True,

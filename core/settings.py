@@ -60,6 +60,8 @@ class SearchSettings(BaseModel):
     circuit_probe_every_s: float = Field(1.0, gt=0)
     cache_entries: int = Field(4096, ge=0)
     cache_ttl_s: float = Field(60.0, ge=0)
+    shared_cache_path: Path | None = None
+    """A SQLite file of responses the workers of one ``trawl serve`` share (it sets this)."""
     open_generations: int = Field(
         3, ge=1, validation_alias=AliasChoices("open_generations", "keep_generations")
     )

@@ -37,6 +37,7 @@ from retrieval.query.results import page_hits, with_ignored_words
 from retrieval.query.retriever import Retriever
 from retrieval.query.served_rankers import QueryEncoder, ServedRankers
 from retrieval.query.shard_backend import LocalShard, ShardBackend
+from retrieval.query.shared_cache import LayeredCache, open_shared_cache
 from retrieval.query.translations import with_translations
 from retrieval.text.compounds import with_compounds
 
@@ -64,7 +65,9 @@ class SearchService:
         self.retriever = Retriever(candidate_k=settings.candidate_k, deadline_s=settings.deadline_s)
         self.pager = Pager(settings, CursorCodec.for_index(generations.index, settings))
         self.spelling = SpellingCorrector(settings, self.parser)
-        self.cache: TtlLruCache[SearchResponse] = TtlLruCache(settings.cache_entries, settings.cache_ttl_s)
+        self.cache: LayeredCache[SearchResponse] = LayeredCache(
+            TtlLruCache(settings.cache_entries, settings.cache_ttl_s), open_shared_cache(settings)
+        )
         generations.listeners.append(lambda _gen: self.cache.clear())
         self.watch: FileWatch | None = None
         """The background check of the served files (:meth:`watch_files`; serving processes only)."""

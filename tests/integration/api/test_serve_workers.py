@@ -203,3 +203,18 @@ def test_a_click_on_another_workers_impression_is_logged(
         return any(shown[imp] != pid for imp, pid in clicks.items())
 
     wait_for(crossed, "a click answered by the worker that did not show its impression", timeout=120)
+
+
+def test_an_answer_one_worker_computed_serves_the_others(served: tuple[str, subprocess.Popen[bytes]]) -> None:
+    url, _ = served
+
+    def cached(q: str) -> bool:
+        with httpx.Client(timeout=60) as client:  # a new connection: either worker
+            answer = client.get(f"{url}/v1/search", params={"q": q, "ranker": "bm25"})
+            assert answer.status_code == 200, answer.text
+            return bool(answer.json()["cached"])
+
+    queries = [f"herons quux{i}" for i in range(16)]
+    assert [cached(q) for q in queries] == [False] * 16
+    # Each worker answers about half of the second asks: all are hits only if they share.
+    assert [cached(q) for q in queries] == [True] * 16
