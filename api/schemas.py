@@ -10,6 +10,11 @@ from core.types import Hit, SearchResponse
 from retrieval.query.snippets import plain_snippet
 
 
+class SectionModel(BaseModel):
+    heading: str = Field(description="The section's heading as the page shows it (cut at 200 characters).")
+    anchor: str = Field(description="The id that opens the section: link is url#anchor.")
+
+
 class TranslationModel(BaseModel):
     lang: str = Field(description="ISO 639-1 code of the version's language.")
     url: str
@@ -17,7 +22,10 @@ class TranslationModel(BaseModel):
 
 class HitModel(BaseModel):
     doc_id: str = Field(description="Trawl's document id (decimal string: it exceeds 2^53).")
-    url: str
+    url: str = Field(description="The page's URL, as indexed.")
+    link: str = Field(
+        description="The URL to open: url, with #anchor when a section of the page answers the query."
+    )
     title: str
     snippet: str = Field(description="HTML-escaped text; query matches wrapped in <mark>…</mark>.")
     snippet_text: str = Field("", description="The same snippet as plain text (no markup, no escapes).")
@@ -29,6 +37,11 @@ class HitModel(BaseModel):
     explain: dict[str, Any] | None = Field(None, description="Only with explain=true.")
     similar: int = Field(0, description="Near-identical results on this page folded into this one.")
     lang: str = Field("", description="The page's language (ISO 639-1; empty when unknown).")
+    section: SectionModel | None = Field(
+        None,
+        description="The part of the page that answers the query, when one does clearly better than the "
+        "page's top: link opens it and the snippet is quoted from it.",
+    )
     translations: list[TranslationModel] = Field(
         default_factory=list,
         description="The same page in other languages, among this page's results and folded into this "
@@ -41,6 +54,7 @@ class HitModel(BaseModel):
         return cls(
             doc_id=str(int(hit.doc_id)),
             url=hit.url,
+            link=hit.link,
             title=hit.title,
             snippet=hit.snippet,
             snippet_text=text,
@@ -49,6 +63,9 @@ class HitModel(BaseModel):
             explain=hit.explain,
             similar=hit.similar,
             lang=hit.lang,
+            section=SectionModel(heading=hit.section.heading, anchor=hit.section.anchor)
+            if hit.section is not None and hit.section.anchor
+            else None,
             translations=[TranslationModel(lang=lang, url=url) for lang, url in hit.translations],
         )
 

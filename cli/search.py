@@ -69,7 +69,9 @@ def search_command(
             highlight=False,
         )
     for rank, hit in enumerate(response.hits, start=response.size * (response.page - 1) + 1):
-        out.print(result_text(rank, hit.title, hit.score, hit.url, hit.snippet), highlight=False)
+        out.print(result_text(rank, hit.title, hit.score, hit.link, hit.snippet), highlight=False)
+        if hit.section is not None and hit.section.anchor:
+            out.print(f"   jump to: {hit.section.heading}", markup=False, highlight=False)
         if hit.translations:
             also = ", ".join(lang for lang, _ in hit.translations)
             out.print(f"   also in: {also}", markup=False, highlight=False)

@@ -31,7 +31,7 @@ from typing import TYPE_CHECKING, Any
 from core.atomic import write_text, write_with
 from core.errors import DamagedFile
 from core.rowsegments import ROW_SUFFIX, SEGMENT_SUFFIX, is_row_segment, iter_lines, read_segment, write_rows
-from core.types import DocId, Document
+from core.types import DocId, Document, Section
 
 if TYPE_CHECKING:
     import polars as pl
@@ -52,6 +52,9 @@ _URL_MEMBER = ',"url":"'
 """How the second member of a row segment's row starts (``core.rowsegments`` writes compact JSON)."""
 _TUPLE_FIELDS = frozenset({"headings", "anchors", "outlinks", "alternates"})
 """List columns; a segment written before one existed (``alternates``) reads as empty."""
+_SECTION_FIELDS = tuple(f.name for f in fields(Section))
+"""``sections`` is a list of structs (one object per section in a row segment); a segment
+written before it existed reads as none."""
 
 
 @cache
@@ -82,6 +85,11 @@ def document_schema() -> pl.Schema:
             "dup_cluster_size": pl.Int32(),
             "outlinks": pl.List(pl.String()),
             "alternates": pl.List(pl.String()),
+            "sections": pl.List(
+                pl.Struct(
+                    {"heading": pl.String(), "anchor": pl.String(), "start": pl.Int64(), "end": pl.Int64()}
+                )
+            ),
         }
     )
     assert set(_FIELD_NAMES) == set(schema), "Document and document_schema() disagree"
@@ -131,7 +139,7 @@ class DocStore:
 
     def append(self, docs: Iterable[Document]) -> str:
         """Write the documents as one new segment; returns its name (``""`` if none given)."""
-        rows = [{name: getattr(doc, name) for name in _FIELD_NAMES} for doc in docs]
+        rows = [_row(doc) for doc in docs]
         count = len(rows)
         if count == 0:
             return ""
@@ -238,6 +246,12 @@ class DocStore:
         return len(self._latest_positions())
 
 
+def _row(doc: Document) -> dict[str, Any]:
+    row = {name: getattr(doc, name) for name in _FIELD_NAMES}
+    row["sections"] = [{name: getattr(s, name) for name in _SECTION_FIELDS} for s in doc.sections]
+    return row
+
+
 def _entries(manifest: Path) -> list[dict[str, Any]]:
     if not manifest.exists():
         return []
@@ -278,6 +292,7 @@ def _matching_rows(path: Path, urls: set[str]) -> Iterator[Document]:
 def _record_to_document(record: dict[str, Any]) -> Document:
     for name in _TUPLE_FIELDS:
         record[name] = tuple(record.get(name) or ())
+    record["sections"] = tuple(Section(**s) for s in record.get("sections") or ())
     record["doc_id"] = DocId(record["doc_id"])
     return Document(**record)
 

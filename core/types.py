@@ -11,10 +11,25 @@ from __future__ import annotations
 import hashlib
 from dataclasses import dataclass, field
 from typing import Any, NewType
+from urllib.parse import quote
 
 DocId = NewType("DocId", int)
 """A 63-bit hash of the canonical URL (or of a BEIR ``_id``): positive, so it is a
 valid hnswlib label and a Tantivy u64 fast field as well."""
+
+
+FRAGMENT_SAFE = "!$&'()*+,;=:@/?-._~"
+"""What a URL fragment may hold unescaped (RFC 3986 ``pchar``, ``/`` and ``?``): an id such as
+``collections.defaultdict`` stays as written, a space or ``#`` is escaped."""
+
+
+def url_at(url: str, anchor: str) -> str:
+    """``url`` opened at the element with id ``anchor`` (``url`` itself when ``anchor`` is empty).
+
+    >>> url_at("https://docs.python.org/3/library/functions.html", "zip")
+    'https://docs.python.org/3/library/functions.html#zip'
+    """
+    return f"{url}#{quote(anchor, safe=FRAGMENT_SAFE)}" if anchor else url
 
 
 def doc_id_for(key: str) -> DocId:
@@ -25,6 +40,19 @@ def doc_id_for(key: str) -> DocId:
     """
     digest = hashlib.blake2b(key.encode("utf-8"), digest_size=8).digest()
     return DocId(int.from_bytes(digest, "big") & ((1 << 63) - 1))
+
+
+@dataclass(frozen=True, slots=True)
+class Section:
+    """A part of a page, from a heading (or an API entry's ``<dt id>``) to the next one."""
+
+    heading: str
+    anchor: str
+    """The id a link can name (``page#anchor``); ``""`` when the page gives the heading none."""
+    start: int
+    """Where the section begins in the document's body, in characters: at its heading's text."""
+    end: int
+    """Where the next section begins, or the body's length."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -55,6 +83,9 @@ class Document:
     alternates: tuple[str, ...] = ()
     """URLs the page names as its translations (``<link rel=alternate hreflang>``); the index
     groups translations by them (``retrieval.index.translations``)."""
+    sections: tuple[Section, ...] = ()
+    """The page's sections in order (``crawl.extraction.sections``); results link to the one that
+    answers the query (``retrieval.query.sections``)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -113,6 +144,14 @@ class Hit:
     in several languages, shown once (``retrieval.query.translations``)."""
     translations: tuple[tuple[str, str], ...] = ()
     """``(lang, url)`` of the same page's other languages among the results, folded into this one."""
+    section: Section | None = None
+    """The part of the page that answers the query, when one does clearly better than its top:
+    the snippet is quoted from it and :attr:`link` opens it."""
+
+    @property
+    def link(self) -> str:
+        """The URL to open: :attr:`url`, at the section's anchor when there is one."""
+        return url_at(self.url, self.section.anchor) if self.section is not None else self.url
 
 
 @dataclass(frozen=True, slots=True)

@@ -32,7 +32,7 @@ from api.explain_view import explain_view
 from api.live import backfill_detail, live_state
 from api.params import parse_doc_id, parse_int
 from core.errors import BadClick, ConfigError, DocumentNotFound, QueryError, UnknownImpression
-from core.types import DocId
+from core.types import DocId, Hit, url_at
 from crawl.state.host_health import host_health
 from crawl.state.readable import HOST_COLUMNS, STATE_LABELS, readable
 from retrieval.index.generation import Generation
@@ -55,13 +55,15 @@ def _safe_href(url: str) -> str | None:
     return url if url.lower().startswith(("http://", "https://")) else None
 
 
-def _click_href(impression_id: str | None, position: int, doc_id: int, url: str) -> str | None:
-    """A result link: through ``/r`` (click logging, no JavaScript) when the search was logged."""
-    if _safe_href(url) is None:
+def _click_href(impression_id: str | None, position: int, hit: Hit) -> str | None:
+    """A result link (to its section, if it has one): through ``/r`` (click logging, no
+    JavaScript) when the search was logged."""
+    if _safe_href(hit.url) is None:
         return None
     if impression_id is None:
-        return url
-    return "/r?" + urlencode({"i": impression_id, "p": position, "d": str(int(doc_id))})
+        return hit.link
+    anchor = {"a": hit.section.anchor} if hit.section is not None and hit.section.anchor else {}
+    return "/r?" + urlencode({"i": impression_id, "p": position, "d": str(int(hit.doc_id)), **anchor})
 
 
 _EXAMPLE_HOSTS: weakref.WeakKeyDictionary[Generation, str] = weakref.WeakKeyDictionary()
@@ -250,7 +252,10 @@ def _render_search_page(
                     {
                         "title": hit.title,
                         "url": hit.url,
-                        "href": _click_href(outcome.impression_id, position, hit.doc_id, hit.url),
+                        "href": _click_href(outcome.impression_id, position, hit),
+                        "section": hit.section.heading
+                        if hit.section is not None and hit.section.anchor
+                        else "",
                         "snippet": Markup(hit.snippet),
                         "similar": hit.similar,
                         "translations": [(lang, url) for lang, url in hit.translations if _safe_href(url)],
@@ -391,12 +396,14 @@ def click_redirect(
     i: Annotated[str, Query(max_length=64)],
     p: Annotated[str, Query(max_length=24)],
     d: Annotated[str, Query(max_length=24)],
+    a: Annotated[str | None, Query(max_length=512, description="The section's anchor, if any.")] = None,
 ) -> Response:
-    """Log a click on a result of the page, then send the browser to the result.
+    """Log a click on a result of the page, then send the browser to the result (at its
+    section when ``a`` names one of the page's stored anchors).
 
-    The target comes from the index (by doc id), never from the request, so this is
-    not an open redirect; a click that does not match its impression is not logged
-    but the visitor still gets to the page.
+    The target comes from the index (by doc id, and an anchor only when the document has it),
+    never from the request, so this is not an open redirect; a click that does not match its
+    impression is not logged but the visitor still gets to the page.
     """
     doc_id = parse_doc_id(d, "d")
     position = parse_int(p, "p", 1, service.settings.max_page_size)
@@ -409,4 +416,5 @@ def click_redirect(
             runtime.record_click(impression_id=i, doc_id=doc_id, position=position)
         except (UnknownImpression, BadClick) as exc:
             logger.info("click not logged: %s", exc)
-    return RedirectResponse(doc.url, status_code=303)
+    anchor = a if a and any(s.anchor == a for s in doc.sections) else ""
+    return RedirectResponse(url_at(doc.url, anchor), status_code=303)

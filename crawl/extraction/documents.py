@@ -36,4 +36,5 @@ def page_document(
         simhash=fingerprint,
         outlinks=tuple(link.url for link in page.links if not link.nofollow)[:max_links],
         alternates=tuple(url for _, url in page.alternates),
+        sections=page.sections,
     )

@@ -17,13 +17,13 @@ from typing import Any
 import tantivy
 
 from core.errors import IndexDamaged, IndexStateError
-from core.types import DocId, Query, ScoredDoc
+from core.types import DocId, Query, ScoredDoc, Section
 from retrieval.index.collection_stats import CorpusStats, bm25_idf
 from retrieval.index.forward import ForwardIndex
 from retrieval.index.integrity import check_lexical, describe
 from retrieval.index.layout import forward_dir
 from retrieval.index.lexical_query import FieldBoosts, LexicalQueryBuilder, stat_terms
-from retrieval.index.lexical_schema import LENGTH_FIELDS, TEXT_FIELDS, read_lexical_manifest
+from retrieval.index.lexical_schema import LENGTH_FIELDS, TEXT_FIELDS, read_lexical_manifest, read_sections
 from retrieval.text.stopword_search import CAPTIONS_FIELD
 
 DF_CACHE_TERMS = 100_000
@@ -56,6 +56,9 @@ class StoredDoc:
     translation_group: str = ""
     """The key the page's translations share (``retrieval.index.translations``); ``""``: none,
     as in every index built before groups were kept."""
+    sections: tuple[Section, ...] = ()
+    """The page's sections that have an anchor, offsets into ``body``; none in an index built
+    before sections were kept."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -280,6 +283,7 @@ class LexicalShard:
             dup_cluster_size=int(payload.get("dup_cluster_size", 1)),
             simhash=int(payload.get("simhash", 0)),
             translation_group=payload.get("translation_group", ""),
+            sections=read_sections(payload.get("sections")),
         )
 
     def stored(self, doc_id: DocId) -> StoredDoc | None:

@@ -8,6 +8,7 @@ headings and body are kept as one stored JSON payload for snippets and display.
 from __future__ import annotations
 
 import json
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
@@ -15,6 +16,7 @@ from urllib.parse import urlsplit
 import tantivy
 
 from core.errors import ManifestError
+from core.types import Section
 from retrieval.index.layout import lexical_manifest
 from retrieval.text.stopword_search import CAPTIONS_FIELD
 
@@ -27,6 +29,21 @@ LENGTH_FIELDS: tuple[str, ...] = (*TEXT_FIELDS, CAPTIONS_FIELD)
 MAX_HEADINGS_CHARS = 20_000
 MAX_BODY_CHARS = 1_000_000
 """Body text past this is neither indexed nor stored: a search page is not an archive."""
+
+
+def stored_sections(sections: Sequence[Section], body: str, stored_body: str) -> list[list[Any]]:
+    """The payload's ``sections``: ``[heading, anchor, start, end]`` of each section a link can
+    open (an anchor) within the stored body. None when the stored body is not the document's
+    own from its start (whitespace normalised away): the offsets would point elsewhere."""
+    if not sections or not body.startswith(stored_body):
+        return []
+    cut = len(stored_body)
+    return [[s.heading, s.anchor, s.start, min(s.end, cut)] for s in sections if s.anchor and s.start < cut]
+
+
+def read_sections(value: Any) -> tuple[Section, ...]:
+    """The payload's ``sections`` as read back (an index built before has none)."""
+    return tuple(Section(str(h), str(a), int(start), int(end)) for h, a, start, end in value or ())
 
 
 def build_schema() -> tantivy.Schema:

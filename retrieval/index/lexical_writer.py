@@ -33,6 +33,7 @@ from retrieval.index.lexical_schema import (
     build_schema,
     explicit_port,
     host_suffixes,
+    stored_sections,
 )
 from retrieval.index.translations import translation_group
 from retrieval.index.vocabulary import VocabularyCounter
@@ -129,6 +130,8 @@ class LexicalShardWriter:
         }
         if group := translation_group(doc.url, doc.lang, doc.alternates):
             payload["translation_group"] = group
+        if sections := stored_sections(doc.sections, doc.body, body):
+            payload["sections"] = sections
         tdoc.add_bytes("payload", json.dumps(payload, ensure_ascii=False).encode("utf-8"))
         return tdoc, body
 

@@ -15,7 +15,8 @@ from retrieval.index.generation import Generation
 from retrieval.index.lexical_query import analysed
 from retrieval.query.request import RequestBudget, SearchRequest
 from retrieval.query.retriever import RankedList, fetch_stored
-from retrieval.query.snippets import SnippetMatcher, make_snippet
+from retrieval.query.sections import SectionQuery, snippet_and_section
+from retrieval.query.snippets import SnippetMatcher
 from retrieval.text.stopword_search import ignored_stopwords
 
 NEAR_DUP_BITS = 3
@@ -49,13 +50,15 @@ def page_hits(
     """The page's hits, and the shards whose hits could not be fetched (left out).
 
     ``request.snippets`` False leaves snippets empty; ``request.explain`` adds each hit's
-    scores and the stage's reasons."""
+    scores and the stage's reasons. A hit whose page has a section that answers the query
+    links to it and quotes it (:mod:`retrieval.query.sections`)."""
     candidates = [ranked.candidates[h.doc_id] for h in page]
     stored = fetch_stored(generation, candidates, ranked.stored, budget)
     positive = (*query.terms, *query.phrases)
     matcher = SnippetMatcher(
         {t for text in positive for t in analysed(text)}, [w for t in positive for w in t.split()]
     )
+    sections = SectionQuery.of(query, matcher)
     hits: list[Hit] = []
     lost: set[int] = set()
     kept_hashes: list[int] = []
@@ -83,19 +86,21 @@ def page_hits(
             hits[kept] = dataclasses.replace(hits[kept], similar=hits[kept].similar + 1)
             continue
         kept_hashes.append(doc.simhash)
+        snippet, section = snippet_and_section(
+            doc, sections, matcher, max_chars=snippet_chars, snippets=request.snippets
+        )
         hits.append(
             Hit(
                 doc_id=doc.doc_id,
                 url=doc.url,
                 title=doc.title or doc.url,
-                snippet=make_snippet(doc.body or doc.description, matcher, max_chars=snippet_chars)
-                if request.snippets
-                else "",
+                snippet=snippet,
                 score=scored.score,
                 external_id=doc.external_id,
                 explain=info,
                 lang=doc.lang,
                 translation_group=doc.translation_group,
+                section=section,
             )
         )
     return hits, lost

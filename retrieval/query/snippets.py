@@ -22,7 +22,9 @@ MAX_SCAN_CHARS = 200_000
 
 
 @dataclass(frozen=True, slots=True)
-class _Match:
+class Match:
+    """A query word found in a text: ``[start, end)`` and the query stem it matched."""
+
     start: int
     end: int
     stem: str
@@ -70,12 +72,12 @@ class SnippetMatcher:
                 i = low.find(prefix, i + 1)
         return sorted(starts)
 
-    def matches(self, text: str) -> list[_Match]:
+    def matches(self, text: str) -> list[Match]:
         scan = text[:MAX_SCAN_CHARS]
         words = self._word_matches(scan)
         return sorted(words + self._cjk_matches(scan), key=lambda m: m.start) if self._cjk else words
 
-    def _cjk_matches(self, scan: str) -> list[_Match]:
+    def _cjk_matches(self, scan: str) -> list[Match]:
         """Runs of the query's CJK bigrams in ``scan``, overlapping ones merged into one mark."""
         spans: list[tuple[int, int, str]] = []
         for piece in self._cjk:
@@ -83,19 +85,19 @@ class SnippetMatcher:
             while i != -1:
                 spans.append((i, i + len(piece), piece))
                 i = scan.find(piece, i + 1)
-        merged: list[_Match] = []
+        merged: list[Match] = []
         for start, end, piece in sorted(spans):
             if merged and start < merged[-1].end:
                 last = merged[-1]
-                merged[-1] = _Match(last.start, max(last.end, end), last.stem)
+                merged[-1] = Match(last.start, max(last.end, end), last.stem)
             else:
-                merged.append(_Match(start, end, piece))
+                merged.append(Match(start, end, piece))
         return merged
 
-    def _word_matches(self, scan: str) -> list[_Match]:
+    def _word_matches(self, scan: str) -> list[Match]:
         if not self._prefixes:
             return []
-        found: list[_Match] = []
+        found: list[Match] = []
         last_end = -1
         for start in self._candidate_starts(scan):
             if start < last_end:
@@ -106,7 +108,7 @@ class SnippetMatcher:
             last_end = word.end()
             token_stem = self._stem_if_match(word.group(0))
             if token_stem is not None:
-                found.append(_Match(word.start(), word.end(), token_stem))
+                found.append(Match(word.start(), word.end(), token_stem))
         return found
 
 
@@ -121,7 +123,7 @@ def _shortest_prefixes(prefixes: set[str]) -> tuple[str, ...]:
     return tuple(sorted(kept))
 
 
-def _best_window(matches: list[_Match], width: int) -> int:
+def _best_window(matches: list[Match], width: int) -> int:
     """Start offset of the window of ``width`` chars with most distinct, then most, matches.
 
     One pass with a count per stem in the window (a long page has hundreds of matches;
@@ -159,10 +161,16 @@ def make_snippet(
     'Air &lt;b&gt;<mark>flows</mark>&lt;/b&gt; over a wing.'
     """
     matcher = stems if isinstance(stems, SnippetMatcher) else SnippetMatcher(stems, surfaces)
-    matches = matcher.matches(text)
+    return snippet_of(text, matcher.matches(text), max_chars=max_chars)
+
+
+def snippet_of(text: str, matches: list[Match], *, max_chars: int = 220, opening: bool = False) -> str:
+    """:func:`make_snippet` from the matches :meth:`SnippetMatcher.matches` found in ``text``
+    (a caller that needed them anyway: ``retrieval.query.sections``); ``opening``: the text's
+    first ``max_chars``, matches marked, rather than its densest window (a section's summary)."""
     if not matches:
         return _escape_cut(text, 0, max_chars)
-    first = _best_window(matches, max_chars)
+    first = 0 if opening else _best_window(matches, max_chars)
     # Open a little before the first match so it reads in context.
     start = max(0, min(first - max_chars // 6, len(text) - max_chars))
     if start > 0:

@@ -31,7 +31,7 @@ from pydantic import BaseModel
 
 from core.errors import ManifestError, ShardUnavailable
 from core.settings import SearchSettings
-from core.types import DocId, Query
+from core.types import DocId, Query, Section
 from retrieval.index import layout
 from retrieval.index.collection_stats import CorpusStats
 from retrieval.index.forward_features import ShardFeatures
@@ -500,7 +500,15 @@ class HttpShard:
         data = self._post("/shard/fetch", {"doc_ids": [str(int(d)) for d in doc_ids]}, timeout_s)
         out: dict[DocId, StoredDoc] = {}
         for d in data["docs"]:
-            doc = StoredDoc(**{**d, "doc_id": DocId(int(d["doc_id"])), "headings": tuple(d["headings"])})
+            sections = tuple(Section(**s) for s in d.get("sections", ()))
+            doc = StoredDoc(
+                **{
+                    **d,
+                    "doc_id": DocId(int(d["doc_id"])),
+                    "headings": tuple(d["headings"]),
+                    "sections": sections,
+                }
+            )
             out[doc.doc_id] = doc
         return out
 

@@ -45,9 +45,10 @@ def test_search_returns_ranked_highlighted_results(client: httpx.Client) -> None
     first = body["results"][0]
     assert set(first) == {
         "doc_id", "url", "title", "snippet", "snippet_text", "highlights", "score", "explain", "similar",
-        "lang", "translations",
+        "lang", "translations", "link", "section",
     }  # fmt: skip
     assert first["lang"] == "en" and first["translations"] == []
+    assert first["section"] is None and first["link"] == first["url"], "fixture documents have no sections"
     text, spans = first["snippet_text"], first["highlights"]
     assert "<" not in text and [text[a:b] for a, b in spans][:2] == ["List", "comprehensions"]
     assert first["explain"] is None
@@ -198,6 +199,9 @@ def test_openapi_documents_search(client: httpx.Client) -> None:
     params = {p["name"]: p["in"] for p in spec["paths"]["/v1/search"]["get"]["parameters"]}
     queried = "q page size site lang filetype ranker explain cursor spell facets".split()
     assert params == {**dict.fromkeys(queried, "query"), "accept-language": "header"}
+    hit = spec["components"]["schemas"]["HitModel"]
+    assert {"link", "section"} <= set(hit["properties"]) and "link" in hit["required"]
+    assert set(spec["components"]["schemas"]["SectionModel"]["properties"]) == {"heading", "anchor"}
 
 
 def test_second_identical_query_is_served_from_cache(client: httpx.Client) -> None:

@@ -14,10 +14,9 @@ from pathlib import Path
 import httpx
 import pytest
 
-from api.app import create_app
 from core.crawldir import CrawlDir
 from core.docstore import DocStore
-from core.settings import CrawlSettings, SearchSettings, Settings
+from core.settings import CrawlSettings, SearchSettings
 from crawl.run.loop import Crawler
 from retrieval.index.build import build_index
 from retrieval.index.docs_source import crawled_documents
@@ -26,8 +25,8 @@ from retrieval.index.lexical import LexicalShard
 from retrieval.index.root import IndexRoot
 from retrieval.query.request import SearchRequest
 from retrieval.query.service import SearchService
-from tests.conftest import ServerThread
 from tests.fixtures.demo_site import demo_site
+from tests.fixtures.serving import api_client
 
 BOOK = Path("/usr/share/debian-reference")
 BOOK_LANGS = ("en", "de", "fr", "ja", "zh-cn")
@@ -120,11 +119,8 @@ def site(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, str, Path]:
 
 @pytest.fixture(scope="module")
 def client(site: tuple[Path, str, Path]) -> Iterator[httpx.Client]:
-    settings = Settings()
-    settings = settings.model_copy(update={"api": settings.api.model_copy(update={"rate_limit_per_s": 0.0})})
-    with ServerThread(create_app(settings, index_dir=site[2])) as running:
-        with httpx.Client(base_url=running.url, timeout=30) as c:
-            yield c
+    with api_client(site[2]) as c:
+        yield c
 
 
 def _groups(index: Path, seed: str) -> dict[str, str]:

@@ -3,7 +3,7 @@ from __future__ import annotations
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from retrieval.query.snippets import SnippetMatcher, _best_window, _Match, _shortest_prefixes, make_snippet
+from retrieval.query.snippets import Match, SnippetMatcher, _best_window, _shortest_prefixes, make_snippet
 
 
 def test_page_markup_is_escaped_and_matches_marked() -> None:
@@ -44,7 +44,7 @@ def test_a_prefix_another_one_starts_is_not_searched_again() -> None:
     assert [m.stem for m in matcher.matches("Flows flowing; overflow flow.")] == ["flow", "flow", "flow"]
 
 
-def _brute_force_window(matches: list[_Match], width: int) -> int:
+def _brute_force_window(matches: list[Match], width: int) -> int:
     """The window rule spelled out: every match as a start, its window's distinct stems and matches."""
     best_start, best_key = 0, (-1, -1)
     for left, first in enumerate(matches):
@@ -64,7 +64,7 @@ def test_the_one_pass_window_picks_what_the_rule_says(spans: list[tuple[int, int
     matches, at = [], 0
     for gap, length, stem in spans:  # ordered, non-overlapping, like a page's matches
         start = at + gap
-        matches.append(_Match(start, start + length, stem))
+        matches.append(Match(start, start + length, stem))
         at = start + length
     assert _best_window(matches, width) == _brute_force_window(matches, width)
 
