@@ -30,6 +30,7 @@ from api.experiments import check_rankers, open_experiments
 from api.protection import ProtectionMiddleware
 from api.push import PushWriter
 from api.routes import admin, crawl, documents, experiments, health, indexnow, push, search, suggest, web
+from api.workers import die_with_parent
 from core.errors import ConfigError
 from core.settings import Settings
 from retrieval.query.service import SearchService
@@ -162,4 +163,5 @@ def app_from_environment() -> FastAPI:
     index = os.environ.get("TRAWL_SERVE_INDEX")
     if not index:
         raise RuntimeError("TRAWL_SERVE_INDEX is not set; start the service with `trawl serve`.")
+    die_with_parent()
     return create_app(Settings(), index_dir=Path(index), shard_urls=os.environ.get("TRAWL_SERVE_SHARDS"))

@@ -14,18 +14,25 @@ share a second-level response cache, both in a folder made before they start, re
 
 from __future__ import annotations
 
+import ctypes
 import os
 import shutil
+import signal
+import sys
 import tempfile
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
+PR_SET_PDEATHSIG = 1
+"""prctl(2) option: the signal this process gets when its parent dies."""
 MAX_DEFAULT_WORKERS = 4
 """More than four rarely pays: each worker holds its own encoder, caches and vectors."""
 WORKER_FIXED_BYTES = 600 * 2**20
 """A worker's memory apart from its index (Python, FastAPI, the query encoder, the LTR model)."""
 
+PARENT_ENV = "TRAWL_SERVE_PARENT"
+"""The pid of the ``trawl serve`` whose workers these are (:func:`die_with_parent`)."""
 WORKERS_ENV = "TRAWL_SERVE_WORKERS"
 """How many workers ``trawl serve`` started, for each of them to read."""
 SHARED_CACHE_ENV = "TRAWL_SEARCH__SHARED_CACHE_PATH"
@@ -101,6 +108,23 @@ def shared_by_workers() -> Iterator[Path]:
             else:
                 os.environ[name] = value
         shutil.rmtree(folder, ignore_errors=True)
+
+
+def die_with_parent() -> None:
+    """Make this worker end (SIGTERM: it still flushes its logs) when its ``trawl serve`` dies.
+
+    uvicorn stops its workers when it is told to stop, not when it is killed: a SIGKILLed
+    ``trawl serve`` left both workers serving on its port, seen as stray processes after the
+    tests that kill it. Linux's parent-death signal covers that; a parent already gone
+    before the signal was armed is caught by the pid check.
+    """
+    parent = os.environ.get(PARENT_ENV)
+    if parent is None or not sys.platform.startswith("linux"):
+        return
+    libc = ctypes.CDLL(None, use_errno=True)
+    libc.prctl(PR_SET_PDEATHSIG, signal.SIGTERM)
+    if os.getppid() != int(parent):
+        os.kill(os.getpid(), signal.SIGTERM)
 
 
 def serving_workers() -> int:

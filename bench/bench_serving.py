@@ -272,6 +272,24 @@ def _tree_cpu_s(pid: int) -> float:
     return total
 
 
+def worker_cpu_s(pid: int) -> dict[int, float]:
+    """CPU seconds so far of each child (worker) of ``pid``, or of ``pid`` itself alone."""
+    children = [
+        int(c)
+        for task in Path(f"/proc/{pid}/task").iterdir()
+        for c in (task / "children").read_text().split()
+    ]
+    return {c: _tree_cpu_s(c) for c in children} if children else {pid: _tree_cpu_s(pid)}
+
+
+def cpu_split(before: dict[int, float], after: dict[int, float]) -> str:
+    """Each worker's share of the server's CPU over a run, "61/39": wrk's connections stay with
+    the worker that accepted them, so two workers are not always loaded alike."""
+    used = [after[p] - before.get(p, 0.0) for p in after]
+    total = sum(used)
+    return "/".join(f"{100 * u / total:.0f}" for u in sorted(used, reverse=True)) if total > 0 else "–"
+
+
 def wait_quiet(proc: subprocess.Popen[bytes], *, busy_below: float = 0.1, limit_s: float = 180.0) -> None:
     """Wait until the server's processes use under ``busy_below`` of a core over a second: each
     worker builds its suggester and checks its files after it is ready (~7 s of CPU each), which
@@ -424,7 +442,7 @@ def stage_breakdown(root: Path, qs: list[str], ranker: str, n: int, *, forward: 
     patches = [
         (retrieval.query.shard_backend, "shard_features"),
         (rerank.ltr, "compute_features"),
-        (retrieval.query.results, "make_snippet"),
+        (retrieval.query.results, "snippet_and_section"),
         (rerank.ltr.LtrModel, "score"),
         # Stored documents, fetched for a stage (LTR's text) and for the page's hits.
         (retrieval.query.retriever, "fetch_stored"),
@@ -433,7 +451,7 @@ def stage_breakdown(root: Path, qs: list[str], ranker: str, n: int, *, forward: 
     names = {
         "shard_features": "shard features",
         "compute_features": "features",
-        "make_snippet": "snippets",
+        "snippet_and_section": "snippets",
         "score": "LightGBM",
         "fetch_stored": "fetch",
     }
@@ -559,9 +577,11 @@ def main() -> None:
                         for c in clients:
                             key = f"{ranker}@{c} {layout} {name} caches {mode}"
                             before, partial_before = cache_hits(url), partial_answers(url)
+                            cpu_before = worker_cpu_s(server.pid)
                             results[key] = wrk_drive(
                                 url, f"/v1/search?ranker={ranker}&q=", qfile, c, args.duration
                             )
+                            results[key]["worker_cpu"] = cpu_split(cpu_before, worker_cpu_s(server.pid))
                             after = cache_hits(url)
                             results[key]["partial"] = int(partial_answers(url) - partial_before)
                             lookups = after[1] - before[1]
@@ -618,14 +638,16 @@ def write_report(
     args: argparse.Namespace, results: dict[str, Any], stages: dict[str, dict[str, float]]
 ) -> None:
     lines = [
-        "| run | QPS | p50 ms | p95 ms | p99 ms | errors | partial | cache hits | generator CPU |",
-        "|---|---|---|---|---|---|---|---|---|",
+        "| run | QPS | p50 ms | p95 ms | p99 ms | errors | partial | cache hits | worker CPU split "
+        "| generator CPU |",
+        "|---|---|---|---|---|---|---|---|---|---|",
     ]
     for key, value in results.items():
         if isinstance(value, dict) and "qps" in value:
             cells = [key, *(str(value[c]) for c in ("qps", "p50_ms", "p95_ms", "p99_ms", "errors"))]
             cells.append(str(value.get("partial", "–")))
             cells.append(f"{value['cache_hit_rate']:.0%}" if "cache_hit_rate" in value else "–")
+            cells.append(str(value.get("worker_cpu", "–")))
             cells.append(str(value.get("generator_cpu", "in-process threads")))
             lines.append("| " + " | ".join(cells) + " |")
     text = (

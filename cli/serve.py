@@ -156,7 +156,7 @@ def serve_command(
     import uvicorn
 
     # lazy: crawl workers import this module, and never the api package (tests/unit/cli/test_crawl_imports.py)
-    from api.workers import WORKERS_ENV, default_workers, index_size, shared_by_workers
+    from api.workers import PARENT_ENV, WORKERS_ENV, default_workers, index_size, shared_by_workers
 
     settings = Settings()
     if engine not in ("local", "ray"):
@@ -210,6 +210,7 @@ def serve_command(
         # Several workers: uvicorn imports the factory by name in each worker process; they
         # count into one set of metrics and share a response cache.
         os.environ[WORKERS_ENV] = str(workers)
+        os.environ[PARENT_ENV] = str(os.getpid())
         with shared_by_workers():
             uvicorn.run(
                 "api.app:app_from_environment",

@@ -218,3 +218,38 @@ def test_an_answer_one_worker_computed_serves_the_others(served: tuple[str, subp
     assert [cached(q) for q in queries] == [False] * 16
     # Each worker answers about half of the second asks: all are hits only if they share.
     assert [cached(q) for q in queries] == [True] * 16
+
+
+def test_workers_end_when_trawl_serve_is_killed(index: Path, tmp_path: Path) -> None:
+    port = _free_port()
+    server = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "cli.main",
+            "serve",
+            "--index",
+            str(index),
+            "--port",
+            str(port),
+            "--workers",
+            "2",
+        ],
+        cwd=REPO,
+        env={**os.environ, "HF_HUB_OFFLINE": "1", "TRAWL_EXPERIMENTS__LOG_DIR": str(tmp_path)},
+    )
+    try:
+        wait_for(lambda: len(_workers(server.pid)) == 2, "two workers with the index open")
+        workers = _workers(server.pid)
+    finally:
+        server.kill()  # SIGKILL: uvicorn gets no chance to stop them
+        server.wait(timeout=60)
+
+    def gone(pid: int) -> bool:
+        try:
+            state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+        except OSError:
+            return True
+        return state == "Z"  # exited; a zombie until init reaps it
+
+    wait_for(lambda: all(gone(w) for w in workers), "the orphaned workers exiting", timeout=120)
