@@ -65,7 +65,10 @@ def test_results_show_clean_titles_and_snippets(served: Served, browser: object)
     assert titles[0] == "asyncio — Event Loop" or titles[0].startswith("Event Loop"), titles
     assert not any("Python 3.11" in t and "documentation" in t for t in titles)
     snippets = " ".join(page.locator(".result .snippet").all_inner_texts())
-    assert "¶" not in snippets and "asyncio.set_event_loop(loop)" in snippets
+    assert "¶" not in snippets
+    # The first result opens at the function's entry: its heading under "Jump to", its text as the snippet.
+    assert page.locator(".result .section").first.inner_text() == "Jump to: asyncio.set_event_loop(loop)"
+    assert snippets.startswith("Set loop as the current event loop"), snippets
     host = served.site.split("/")[2]
     assert page.get_attribute("input[name=site]", "placeholder") == host
     page.goto(served.url + f"/?q=json&site={host}")
