@@ -98,6 +98,7 @@ CLUSTER_NODES = Gauge(
 )
 
 UNMATCHED_ROUTE = "unmatched"
+"""The route label of a request no route matched (404s for arbitrary paths stay one series)."""
 _serving: list[str] = []
 """The generation this process last reported serving."""
 
@@ -127,9 +128,6 @@ def exposition() -> bytes:
     registry = CollectorRegistry()
     multiprocess.MultiProcessCollector(registry)  # type: ignore[no-untyped-call]
     return generate_latest(registry)
-
-
-"""The route label of a request no route matched (404s for arbitrary paths stay one series)."""
 
 
 def record_search(response: SearchResponse, *, entry: str) -> None:
