@@ -23,10 +23,12 @@ $(STAMP): pyproject.toml
 
 setup: $(STAMP) ## Create .venv and install Trawl with its dependencies
 
-system-deps: ## Debian packages: python3.11-doc (the demo site) and chromium (browser tests)
-	@if [ ! -d /usr/share/doc/python3.11/html ] || [ ! -x /usr/bin/chromium ] || ! ls /usr/lib/postgresql/*/bin/pg_ctl >/dev/null 2>&1; then \
-	  if [ "$$(id -u)" = 0 ]; then apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq python3.11-doc chromium postgresql >/dev/null; \
-	  else echo "install python3.11-doc and chromium (sudo apt-get install python3.11-doc chromium postgresql)"; fi; \
+BOOK_PACKAGES := debian-reference-en debian-reference-de debian-reference-es debian-reference-fr debian-reference-ja debian-reference-zh-cn
+
+system-deps: ## Debian packages: python3.11-doc (the demo site), chromium (browser tests), the Debian Reference in six languages (language tests)
+	@if [ ! -d /usr/share/doc/python3.11/html ] || [ ! -x /usr/bin/chromium ] || ! ls /usr/lib/postgresql/*/bin/pg_ctl >/dev/null 2>&1 || [ ! -f /usr/share/debian-reference/ch02.zh-cn.html ] || [ ! -f /usr/share/debian-reference/ch02.es.html ]; then \
+	  if [ "$$(id -u)" = 0 ]; then apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq python3.11-doc chromium postgresql $(BOOK_PACKAGES) >/dev/null; \
+	  else echo "install them: sudo apt-get install python3.11-doc chromium postgresql $(BOOK_PACKAGES)"; fi; \
 	fi
 
 demo: setup system-deps ## Crawl the Python docs on loopback, index, serve BM25 then hybrid (ARGS="--no-embed --port 8001")
