@@ -211,15 +211,16 @@ def serve_command(
         # count into one set of metrics and share a response cache.
         os.environ[WORKERS_ENV] = str(workers)
         os.environ[PARENT_ENV] = str(os.getpid())
+        # lazy: uvicorn's supervisor; `trawl --help` stays fast
+        from api import socket_per_worker
+
+        factory = "api.app:app_from_environment"
+        options = {"factory": True, "host": host, "port": port, "workers": workers, **server_options()}
         with shared_by_workers():
-            uvicorn.run(
-                "api.app:app_from_environment",
-                factory=True,
-                host=host,
-                port=port,
-                workers=workers,
-                **server_options(),
-            )
+            if socket_per_worker.available():  # connections spread over the workers (Linux)
+                socket_per_worker.run(uvicorn.Config(factory, **options))
+            else:
+                uvicorn.run(factory, **options)
         return
     # lazy: FastAPI, tantivy and hnswlib; `trawl --help` stays fast
     from api.app import create_app
