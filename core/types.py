@@ -103,6 +103,9 @@ class Query:
     """Query-time synonyms of the free terms: (text, weight relative to the term's own)."""
     truncated: str = ""
     """What was cut from an over-long query, in words for the person who typed it ("" when nothing)."""
+    read_as: str = ""
+    """The language whose function words the query's free words are read with
+    (``retrieval.text.function_words``); "" for English and languages without a list."""
 
     @property
     def is_empty(self) -> bool:

@@ -79,14 +79,16 @@ def ensure_vectors(index_dir: Path, settings: Settings) -> str:
     return report.model_id
 
 
-def query_kinds(dataset: BeirDataset) -> dict[str, str]:
-    """Query id → ``metadata.kind`` (crawl-derived sets); empty when no query has one."""
+def query_kinds(dataset: BeirDataset, field: str = "kind") -> dict[str, str]:
+    """Query id → ``metadata.kind`` (crawl-derived sets; or another ``field``); empty when no query
+    has one. ``metadata.lang`` is the reader's language a query is searched with (its
+    ``Accept-Language``): the Debian Reference bench's queries are read in their edition's."""
     kinds: dict[str, str] = {}
     with (dataset.root / "queries.jsonl").open(encoding="utf-8") as handle:
         for line in handle:
             if line.strip():
                 record = json.loads(line)
-                kind = (record.get("metadata") or {}).get("kind")
+                kind = (record.get("metadata") or {}).get(field)
                 if kind:
                     kinds[str(record["_id"])] = str(kind)
     return kinds
@@ -127,8 +129,11 @@ def by_kind(per_query: Mapping[str, Mapping[str, float]], kinds: Mapping[str, st
     }
 
 
-def served_ranking(service: SearchService, text: str, ranker: str, depth: int = RUN_DEPTH) -> RankedIds:
-    """The first ``depth`` results ``/v1/search`` serves for ``text`` (pages followed by cursor).
+def served_ranking(
+    service: SearchService, text: str, ranker: str, depth: int = RUN_DEPTH, reader_lang: str | None = None
+) -> RankedIds:
+    """The first ``depth`` results ``/v1/search`` serves for ``text`` (pages followed by cursor),
+    to a reader of ``reader_lang`` (None: no ``Accept-Language``).
 
     Snippets are not made: only ids and order are scored, and making a hundred
     snippets over long pages cost more than ranking them (py-spy: over half the time).
@@ -136,21 +141,36 @@ def served_ranking(service: SearchService, text: str, ranker: str, depth: int = 
     size = min(depth, service.settings.max_page_size)
     ids: RankedIds = []
     try:
-        response = service.search(SearchRequest(text, ranker=ranker, size=size, spell=False, snippets=False))
+        response = service.search(
+            SearchRequest(
+                text, ranker=ranker, size=size, spell=False, snippets=False, reader_lang=reader_lang
+            )
+        )
         while True:
             ids.extend(h.external_id or h.url for h in response.hits)
             if len(ids) >= depth or not response.next_cursor:
                 break
-            response = service.search(SearchRequest(cursor=response.next_cursor, spell=False, snippets=False))
+            following = SearchRequest(
+                cursor=response.next_cursor, spell=False, snippets=False, reader_lang=reader_lang
+            )
+            response = service.search(following)
     except QueryError:
         return []  # nothing searchable left: the query counts, with an empty result
     return ids[:depth]
 
 
 def served_run(
-    service: SearchService, queries: Mapping[str, str], ranker: str, depth: int = RUN_DEPTH
+    service: SearchService,
+    queries: Mapping[str, str],
+    ranker: str,
+    depth: int = RUN_DEPTH,
+    readers: Mapping[str, str] | None = None,
 ) -> dict[str, RankedIds]:
-    return {qid: served_ranking(service, text, ranker, depth) for qid, text in queries.items()}
+    """Each query's :func:`served_ranking`, read in its language in ``readers`` (query id → code)."""
+    readers = readers or {}
+    return {
+        qid: served_ranking(service, text, ranker, depth, readers.get(qid)) for qid, text in queries.items()
+    }
 
 
 @contextmanager
@@ -230,6 +250,7 @@ def evaluate(
     qrels = dataset.qrels()
     texts = dataset.judged_queries()
     kinds = query_kinds(dataset)
+    readers = query_kinds(dataset, "lang")
     extra: dict[str, Any] = {"depth": depth, "shards": shards, "path": "served"}
     if sample is not None and sample < len(texts):
         kept = stratified_sample(list(texts), kinds, sample, sample_seed)
@@ -255,7 +276,7 @@ def evaluate(
             for fold, model_dir in cv.models.items():
                 fold_queries = {q: texts[q] for q in cv.test_queries(fold) if q in texts}
                 with opened(opener, eval_settings(settings, ltr_model=model_dir), index_dir) as service:
-                    ranked.update(served_run(service, fold_queries, ranker_name, depth))
+                    ranked.update(served_run(service, fold_queries, ranker_name, depth, readers))
         else:
             model = Path(options["model"]) if options.get("model") else None
             with opened(opener, eval_settings(settings, ltr_model=model), index_dir) as service:
@@ -264,7 +285,7 @@ def evaluate(
                         f"Ranker {ranker_name!r} cannot be served on this index "
                         f"(available: {', '.join(service.ranker_names())})."
                     )
-                ranked = served_run(service, texts, ranker_name, depth)
+                ranked = served_run(service, texts, ranker_name, depth, readers)
                 stage = service.stages[ranker_name]
                 model_id = getattr(getattr(stage, "model", None), "model_id", None)
                 if model_id:

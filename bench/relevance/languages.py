@@ -4,17 +4,14 @@
     .venv/bin/python bench/relevance/languages.py [--per-language 200] [--seed 0] [--rebuild]
 
 The book (/usr/share/debian-reference) is served on loopback and crawled whole, all six editions
-into one index (``training.crawl_sets.build_crawl_set``, as ``trawl dataset crawl-sets --root``
-does; kept in ``--out`` and reused unless ``--rebuild``). Queries are made the way issue 52 made
-its own, from the section headings of each edition's pages (number prefix dropped), one query per
-heading, headings in a ``random.Random(f"{seed}:{lang}")`` shuffle of their sorted list until
-``--per-language`` are made: two or three consecutive words (the count and start drawn from the
-same generator) with one word of four letters or more, for Japanese one kanji or katakana word
-(a run of two or more), for Chinese the first four characters of a run of four or more Han
-characters. A query is judged for every page of its edition whose headings hold it (at most
-three; more is no known item). ``trawl eval --json`` scores the set through the served path with
-bm25 and with the default ranker (``ltr`` with the packaged model); the query's kind is its
-language, so ``by_kind`` is the table. Results go to stdout and bench/results/languages.md.
+in one index (``training.crawl_sets.build_crawl_set``, as ``trawl dataset crawl-sets --root``
+does; kept in ``--out``, reused unless ``--rebuild``). Known-item queries are typed from each
+edition's headings as issue 52 typed its own, with a fixed seed (:func:`make_queries` says how).
+``trawl eval --json`` scores them through the served path with bm25 and the default ranker (``ltr``,
+the packaged model), each twice in one run: read in the query's language (``metadata.lang``, a
+reader's ``Accept-Language``) and "as English" (no reader language: English analysis alone, what
+every query got before DECISIONS 76). A query's kind is its language, so ``by_kind`` is the table.
+Results go to stdout and bench/results/languages.md.
 """
 
 from __future__ import annotations
@@ -93,8 +90,14 @@ def searchable(heading: str, lang: str) -> str:
 def make_queries(corpus: Path, per_language: int, seed: int) -> list[dict[str, Any]]:
     """Up to ``per_language`` judged queries per edition: ``{_id, text, lang, judged}``.
 
-    A query also found in another edition's headings is skipped: an untranslated heading tests
-    no language (French chapter 7 keeps many English ones)."""
+    One query per heading (number prefix dropped), headings taken in a
+    ``random.Random(f"{seed}:{lang}")`` shuffle of their sorted list: two or three consecutive words
+    with one of four letters or more (count and start drawn from the same generator); for Japanese
+    one kanji or katakana word (a run of two or more); for Chinese the first four characters of a
+    run of four or more Han characters (:func:`query_of`). A query is judged for every page of its
+    edition whose headings hold it; one held by more than ``MAX_JUDGED`` pages is no known item,
+    and one also in another edition's headings is skipped: an untranslated heading tests no
+    language (French chapter 7 keeps many English ones)."""
     headings: dict[str, list[tuple[str, str]]] = {lang: [] for lang in ORDER}
     with corpus.open(encoding="utf-8") as handle:
         for line in handle:
@@ -129,16 +132,18 @@ def make_queries(corpus: Path, per_language: int, seed: int) -> list[dict[str, A
     return out
 
 
-def write_dataset(crawl_set: Path, out: Path, queries: list[dict[str, Any]]) -> None:
+def write_dataset(crawl_set: Path, out: Path, queries: list[dict[str, Any]], *, readers: bool = True) -> None:
     """A BEIR collection: the crawl's corpus (the file itself, so the eval cache keys on it), the
-    queries with their language as ``metadata.kind``, and their judgments."""
+    queries with their language as ``metadata.kind`` and, with ``readers``, as the reader's
+    (``metadata.lang``, what ``Accept-Language`` would say), and their judgments."""
     out.mkdir(parents=True, exist_ok=True)
     corpus = out / "corpus.jsonl"
     if not corpus.exists() or corpus.read_bytes() != (crawl_set / "corpus.jsonl").read_bytes():
         corpus.write_bytes((crawl_set / "corpus.jsonl").read_bytes())
     with (out / "queries.jsonl").open("w", encoding="utf-8") as handle:
         for q in queries:
-            record = {"_id": q["_id"], "text": q["text"], "metadata": {"kind": q["lang"]}}
+            metadata = {"kind": q["lang"], **({"lang": q["lang"]} if readers else {})}
+            record = {"_id": q["_id"], "text": q["text"], "metadata": metadata}
             handle.write(json.dumps(record, ensure_ascii=False) + "\n")
     (out / "qrels").mkdir(exist_ok=True)
     rows = [f"{q['_id']}\t{url}\t1\n" for q in queries for url in q["judged"]]
@@ -195,8 +200,11 @@ def main(argv: list[str] | None = None) -> int:
     if args.rebuild or not (crawl_set / "corpus.jsonl").exists():
         build_crawl_set("debref", crawl_set, site_port=free_port(), root=BOOK)
     queries = make_queries(crawl_set / "corpus.jsonl", args.per_language, args.seed)
-    write_dataset(crawl_set, dataset, queries)
-    results = {ranker: evaluate(dataset, ranker) for ranker in args.ranker or RANKERS}
+    results: dict[str, dict[str, Any]] = {}
+    for ranker in args.ranker or RANKERS:
+        for readers in (False, True):
+            write_dataset(crawl_set, dataset, queries, readers=readers)
+            results[ranker if readers else f"{ranker} as English"] = evaluate(dataset, ranker)
     seconds = time.perf_counter() - started
     pages = len((dataset / "corpus.jsonl").read_text(encoding="utf-8").splitlines())
     command = "bench/relevance/languages.py" + "".join(f" {a}" for a in (argv or sys.argv[1:]))

@@ -9,6 +9,7 @@ collection's, so every shard scores as one index over all documents would.
 
 from __future__ import annotations
 
+import dataclasses
 from collections import Counter
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
@@ -21,6 +22,7 @@ from core.settings import SearchSettings
 from core.types import DocId, Query
 from retrieval.index.collection_stats import CorpusStats
 from retrieval.index.lexical_schema import TEXT_FIELDS
+from retrieval.text.function_words import function_tokens
 from retrieval.text.stopword_search import CAPTION_WEIGHT, CAPTIONS_FIELD, stopword_search
 from retrieval.text.tokenizer import analyze
 
@@ -46,9 +48,15 @@ def stat_terms(query: Query) -> frozenset[str]:
 
 
 def scoring_terms(query: Query) -> Counter[str]:
-    """Analysed positive terms with their query frequency (phrase words included)."""
+    """Analysed positive terms with their query frequency (phrase words included); a free word
+    that is a function word of the language the query is read in is left to the captions."""
     counts: Counter[str] = Counter()
-    for text in (*query.terms, *query.phrases):
+    skipped = function_tokens(query.read_as) if query.read_as else frozenset()
+    for text in query.terms:
+        counts.update(t for t in analysed(text) if t not in skipped)
+    if skipped and not counts and not query.phrases:  # nothing but function words: search them
+        return scoring_terms(dataclasses.replace(query, read_as=""))
+    for text in query.phrases:
         counts.update(analysed(text))
     return counts
 

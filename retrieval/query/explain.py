@@ -16,6 +16,7 @@ import dataclasses
 import time
 
 from core.types import DocId, Query
+from retrieval.index.lexical_query import analysed, scoring_terms
 from retrieval.index.lexical_schema import TEXT_FIELDS
 from retrieval.query.broker import Broker
 from retrieval.query.shard_backend import LocalShard
@@ -36,7 +37,10 @@ def bm25_breakdown(broker: Broker, query: Query, doc_id: DocId, shard_id: int) -
     shard = next((r for r in replicas if isinstance(r, LocalShard) and r.failed is None), None)
     if shard is None:
         return {}  # remote, or taken out for a damaged file
-    alone: list[tuple[tuple[str, ...], tuple[str, ...]]] = [((t,), ()) for t in query.terms]
+    scored = scoring_terms(query)  # a reader's function words score in the captions only
+    alone: list[tuple[tuple[str, ...], tuple[str, ...]]] = [
+        ((t,), ()) for t in query.terms if any(a in scored for a in analysed(t))
+    ]
     alone += [((), (p,)) for p in query.phrases]
     parts = [
         (

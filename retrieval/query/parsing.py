@@ -13,6 +13,7 @@ from retrieval.index.lexical_query import analysed
 from retrieval.query.ranking import RankStage
 from retrieval.query.request import SearchRequest
 from retrieval.text.analyzer import normalize_filetype, normalize_lang, normalize_site, parse_query
+from retrieval.text.function_words import read_in
 from retrieval.text.synonyms import Synonyms
 
 
@@ -30,7 +31,8 @@ class QueryParser:
         return cls(max_chars=settings.max_query_chars, max_terms=settings.max_query_terms, synonyms=synonyms)
 
     def parse(self, request: SearchRequest) -> Query:
-        """``request.q`` with the request's filters (they add to the query's own operators)."""
+        """``request.q`` with the request's filters (they add to the query's own operators), read in
+        its language (``retrieval.text.function_words``)."""
         if request.q is None:
             raise QueryError("The query is empty: type one or more words to search for.")
         query = parse_query(request.q, max_chars=self.max_chars, max_terms=self.max_terms)
@@ -46,6 +48,7 @@ class QueryParser:
                 except QueryError as exc:  # the same rule as the operator, but a parameter's value
                     raise BadParameter(str(exc).replace(f"{name}:", f"{name}=")) from exc
         query = dataclasses.replace(query, **updates) if updates else query
+        query = read_in(query, request.reader_lang)
         return self.synonyms.expand(query) if self.synonyms is not None else query
 
 
@@ -59,7 +62,7 @@ def normalized(query: Query) -> tuple[object, ...]:
     terms = tuple(sorted(Counter(t for text in query.terms for t in analysed(text)).items()))
     phrases = tuple(sorted(" ".join(analysed(p)) for p in query.phrases))
     excluded = tuple(sorted(" ".join(analysed(e)) for e in query.excluded))
-    return (terms, phrases, excluded, query.site, query.lang, query.filetype)
+    return (terms, phrases, excluded, query.site, query.lang, query.filetype, query.read_as)
 
 
 def ranking_text(query: Query, stage: RankStage) -> str:

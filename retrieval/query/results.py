@@ -12,7 +12,7 @@ from typing import Any
 
 from core.types import Hit, Query, ScoredDoc, SearchResponse
 from retrieval.index.generation import Generation
-from retrieval.index.lexical_query import analysed
+from retrieval.index.lexical_query import scoring_terms
 from retrieval.query.request import RequestBudget, SearchRequest
 from retrieval.query.retriever import RankedList, fetch_stored
 from retrieval.query.sections import SectionQuery, snippet_and_section
@@ -55,9 +55,8 @@ def page_hits(
     candidates = [ranked.candidates[h.doc_id] for h in page]
     stored = fetch_stored(generation, candidates, ranked.stored, budget)
     positive = (*query.terms, *query.phrases)
-    matcher = SnippetMatcher(
-        {t for text in positive for t in analysed(text)}, [w for t in positive for w in t.split()]
-    )
+    # What the lexical match scored outside titles and headings (a reader's function words are not).
+    matcher = SnippetMatcher(set(scoring_terms(query)), [w for t in positive for w in t.split()])
     sections = SectionQuery.of(query, matcher)
     hits: list[Hit] = []
     lost: set[int] = set()

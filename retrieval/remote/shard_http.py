@@ -70,6 +70,7 @@ def query_from_wire(data: dict[str, Any]) -> Query:
         lang=data.get("lang"),
         filetype=data.get("filetype"),
         expansions=tuple((str(text), float(share)) for text, share in data.get("expansions", ())),
+        read_as=str(data.get("read_as", "")),
     )
 
 

@@ -20,6 +20,7 @@ from dataclasses import dataclass
 from functools import lru_cache
 
 from core.types import Query
+from retrieval.text.function_words import stopwords_of
 from retrieval.text.tokenizer import ENGLISH_STOPWORDS, stem, words
 
 CAPTIONS_FIELD = "captions"
@@ -65,13 +66,14 @@ def stopword_search(query: Query) -> StopwordSearch:
     runs = _sequences(query)
     if _is_sentence(runs):
         return StopwordSearch()
+    stop = stopwords_of(query.read_as) if query.read_as else ENGLISH_STOPWORDS
     found: dict[str, None] = {}
     terms: dict[str, None] = {}
     phrases: dict[tuple[str, str], None] = {}
     for run in runs:
         tokens = [stem(w) for w in run]
         for i, word in enumerate(run):
-            if word not in ENGLISH_STOPWORDS:
+            if word not in stop:
                 continue
             found[word] = None
             terms[tokens[i]] = None
@@ -87,4 +89,5 @@ def ignored_stopwords(query: Query) -> tuple[str, ...]:
     runs = _sequences(query)
     if not _is_sentence(runs):
         return ()
-    return tuple(dict.fromkeys(w for run in runs for w in run if w in ENGLISH_STOPWORDS))
+    stop = stopwords_of(query.read_as) if query.read_as else ENGLISH_STOPWORDS
+    return tuple(dict.fromkeys(w for run in runs for w in run if w in stop))

@@ -9,11 +9,13 @@ import json
 
 import numpy as np
 
-from core.types import DocId
+from core.types import DocId, Query
 from retrieval.query.hybrid import Candidate
 from retrieval.remote.shard_http import (
     candidate_from_wire,
     candidate_to_wire,
+    query_from_wire,
+    query_to_wire,
     vectors_from_wire,
     vectors_to_wire,
 )
@@ -38,3 +40,12 @@ def test_a_candidate_keeps_its_document_vector_over_the_wire() -> None:
     assert back.doc_vector is not None and back.doc_vector.tobytes() == vector.tobytes()
     without = Candidate(DocId(5), 0, None, 0.5, None, 1)
     assert candidate_from_wire(json.loads(json.dumps(candidate_to_wire(without)))).doc_vector is None
+
+
+def test_a_query_crosses_the_wire_whole_with_the_language_it_is_read_in() -> None:
+    query = Query(
+        "Astuces pour", terms=("Astuces", "pour"), lang="fr", expansions=(("tip", 0.5),), read_as="fr"
+    )
+    assert query_from_wire(json.loads(json.dumps(query_to_wire(query)))) == query
+    older = {k: v for k, v in query_to_wire(query).items() if k != "read_as"}  # a broker from before
+    assert query_from_wire(older).read_as == ""

@@ -1,0 +1,58 @@
+"""Function words of languages besides English, read as English stopwords are in a query of theirs.
+
+Pages keep every word but English stopwords (``retrieval.text.tokenizer``), so a French reader's
+"Astuces pour" searched "pour", found on every French page, as a word like any other, where an
+English reader's "Tips for" searches "tips" and, in titles and headings only, "for" and the pair
+"tips for" (``retrieval.text.stopword_search``). A query is read in the ``lang:`` it names, else
+the reader's language (``Accept-Language``, else ``rank.user_lang``); read in a language listed
+here, its function words are searched the English way (DECISIONS 76). Pages are untouched (no
+index changes) and an English reader's query is what it was. The lists are Snowball's shortest,
+less words that are English content words too ("die", "son", "sin", "hat").
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from functools import cache
+
+from core.types import Query
+from retrieval.text.tokenizer import ENGLISH_STOPWORDS, fold, stem
+
+_LISTS = {
+    "de": """aber als am an auch auf aus bei bis da damit dann das dass dem den der des dich dir
+        du durch ein eine einem einen einer eines er es euch für hatte ich ihr im in ist ja
+        kann mich mir mit nach nicht noch nur ob oder ohne sich sie sind so über um und uns unter
+        vom von vor wann warum was weil wenn wer wie wir wird wo zu zum zur""",
+    "es": """a al algo algunas algunos como con cual cuando de del desde donde durante e el ella
+        ellas ellos en entre es esa esas ese eso esos esta estas este esto estos fue ha hay la las
+        le les lo los más me mi mis muy no nos o otra otras otro otros para pero poco por porque
+        que qué quien se ser si sí sobre su sus también tanto te todo todos tu un una unas uno
+        unos y ya""",
+    "fr": """à au aux avec c ce ces cette d dans de des du elle elles en est et eux il ils j je
+        l la le les leur leurs lui m ma mais me même mes moi mon n ne nos notre nous on ou où par
+        pas pour qu que qui s sa se ses sont sur t ta te tes toi tu un une vos votre vous y""",
+}
+FUNCTION_WORDS: dict[str, frozenset[str]] = {
+    lang: frozenset(fold(w) for w in text.split()) for lang, text in _LISTS.items()
+}
+"""Folded, as :func:`retrieval.text.tokenizer.words` yields them (``où`` → ``ou``)."""
+
+
+def read_in(query: Query, reader_lang: str | None) -> Query:
+    """``query`` read in its ``lang:``, else the reader's language, when that one has a list."""
+    lang = (query.lang or reader_lang or "").lower().split("-")[0]
+    if lang not in FUNCTION_WORDS or not query.terms:
+        return query
+    return dataclasses.replace(query, read_as=lang)
+
+
+@cache
+def stopwords_of(lang: str) -> frozenset[str]:
+    """English stopwords and ``lang``'s function words: what a query read in ``lang`` treats as such."""
+    return ENGLISH_STOPWORDS | FUNCTION_WORDS.get(lang, frozenset())
+
+
+@cache
+def function_tokens(lang: str) -> frozenset[str]:
+    """``lang``'s function words as analysed tokens (English-stemmed, as pages index them)."""
+    return frozenset(stem(w) for w in FUNCTION_WORDS.get(lang, ()) if w not in ENGLISH_STOPWORDS)
