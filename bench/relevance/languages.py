@@ -10,7 +10,7 @@ edition's headings as issue 52 typed its own, with a fixed seed (:func:`make_que
 ``trawl eval --json`` scores them through the served path with bm25 and the default ranker (``ltr``,
 the packaged model), each twice in one run: read in the query's language (``metadata.lang``, a
 reader's ``Accept-Language``) and "as English" (no reader language: English analysis alone, what
-every query got before DECISIONS 76). A query's kind is its language, so ``by_kind`` is the table.
+every query got before DECISIONS 77). A query's kind is its language, so ``by_kind`` is the table.
 Results go to stdout and bench/results/languages.md.
 """
 

@@ -5,7 +5,7 @@ Pages keep every word but English stopwords (``retrieval.text.tokenizer``), so a
 English reader's "Tips for" searches "tips" and, in titles and headings only, "for" and the pair
 "tips for" (``retrieval.text.stopword_search``). A query is read in the ``lang:`` it names, else
 the reader's language (``Accept-Language``, else ``rank.user_lang``); read in a language listed
-here, its function words are searched the English way (DECISIONS 76). Pages are untouched (no
+here, its function words are searched the English way (DECISIONS 77). Pages are untouched (no
 index changes) and an English reader's query is what it was. The lists are Snowball's shortest,
 less words that are English content words too ("die", "son", "sin", "hat").
 """
