@@ -8,6 +8,9 @@ SQLite file in the run's shared folder, lets an answer computed by one worker se
 others. Entries carry a wall-clock expiry (the workers share no monotonic clock); the
 key's digest is of its ``repr``, plain data (generation view, analysed terms, page).
 A cache never fails a search: a locked or broken file reads as a miss and skips a put.
+Puts are written by a thread of their own, batched: a search no longer waits on the other
+worker's write lock (SQLite sleeps 1 ms and more), and a put that lost that race is written
+late instead of dropped (DECISIONS 77).
 """
 
 from __future__ import annotations
@@ -15,6 +18,7 @@ from __future__ import annotations
 import hashlib
 import logging
 import pickle
+import queue
 import sqlite3
 import threading
 import time
@@ -30,6 +34,10 @@ logger = logging.getLogger(__name__)
 V = TypeVar("V")
 TRIM_EVERY_PUTS = 256
 """Expired rows and those past ``max_entries`` are deleted once in this many puts."""
+PENDING_PUTS = 1024
+"""Puts waiting for the writer thread; past this a put is dropped (a cache may forget)."""
+BATCH_PUTS = 64
+"""Puts the writer commits in one transaction: one lock taken for all that waited."""
 
 
 class SharedCache(Generic[V]):
@@ -41,6 +49,9 @@ class SharedCache(Generic[V]):
         self.ttl_s = ttl_s
         self._local = threading.local()
         self._puts = 0
+        self._pending: queue.Queue[tuple[bytes, V]] = queue.Queue(PENDING_PUTS)
+        self._writer: threading.Thread | None = None
+        self._writer_lock = threading.Lock()
         db = sqlite3.connect(self.path, timeout=10.0, isolation_level=None)  # every worker at once
         try:
             db.execute("PRAGMA journal_mode=WAL")
@@ -78,22 +89,57 @@ class SharedCache(Generic[V]):
             return None
 
     def put(self, key: Hashable, value: V) -> None:
+        """Queue ``value`` for the writer thread; the search that computed it does not wait."""
+        if self._writer is None:
+            with self._writer_lock:
+                if self._writer is None:  # started on first use
+                    self._writer = threading.Thread(
+                        target=self._write_forever, name="shared-cache", daemon=True
+                    )
+                    self._writer.start()
         try:
-            db = self._db()
+            self._pending.put_nowait((self._digest(key), value))
+        except queue.Full:
+            logger.debug("shared cache write skipped: %d puts waiting", PENDING_PUTS)
+
+    def flush(self) -> None:
+        """Wait until every put queued so far is written (or skipped)."""
+        self._pending.join()
+
+    def _write_forever(self) -> None:
+        db = sqlite3.connect(self.path, timeout=1.0, isolation_level=None)  # waits off the request path
+        db.execute("PRAGMA synchronous=OFF")
+        while True:
+            batch = [self._pending.get()]
+            while len(batch) < BATCH_PUTS:
+                try:
+                    batch.append(self._pending.get_nowait())
+                except queue.Empty:
+                    break
+            try:
+                self._write(db, batch)
+            except (sqlite3.Error, pickle.PicklingError, TypeError) as exc:
+                logger.debug("shared cache write skipped: %s", exc)
+                if db.in_transaction:
+                    db.execute("ROLLBACK")
+            finally:
+                for _ in batch:
+                    self._pending.task_done()
+
+    def _write(self, db: sqlite3.Connection, batch: list[tuple[bytes, V]]) -> None:
+        expires = time.time() + self.ttl_s
+        rows = [(digest, expires, pickle.dumps(value, pickle.HIGHEST_PROTOCOL)) for digest, value in batch]
+        db.execute("BEGIN IMMEDIATE")
+        db.executemany("INSERT OR REPLACE INTO responses VALUES (?, ?, ?)", rows)
+        before, self._puts = self._puts, self._puts + len(rows)
+        if before // TRIM_EVERY_PUTS != self._puts // TRIM_EVERY_PUTS:
+            db.execute("DELETE FROM responses WHERE expires <= ?", (time.time(),))
             db.execute(
-                "INSERT OR REPLACE INTO responses VALUES (?, ?, ?)",
-                (self._digest(key), time.time() + self.ttl_s, pickle.dumps(value, pickle.HIGHEST_PROTOCOL)),
+                "DELETE FROM responses WHERE key IN (SELECT key FROM responses ORDER BY expires DESC "
+                "LIMIT -1 OFFSET ?)",
+                (self.max_entries,),
             )
-            self._puts += 1
-            if self._puts % TRIM_EVERY_PUTS == 0:
-                db.execute("DELETE FROM responses WHERE expires <= ?", (time.time(),))
-                db.execute(
-                    "DELETE FROM responses WHERE key IN (SELECT key FROM responses ORDER BY expires DESC "
-                    "LIMIT -1 OFFSET ?)",
-                    (self.max_entries,),
-                )
-        except sqlite3.Error as exc:
-            logger.debug("shared cache write skipped: %s", exc)
+        db.execute("COMMIT")
 
     def clear(self) -> None:
         try:

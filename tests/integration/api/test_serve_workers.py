@@ -12,6 +12,7 @@ import os
 import re
 import signal
 import socket
+import sqlite3
 import subprocess
 import sys
 from collections.abc import Iterable, Iterator
@@ -211,8 +212,20 @@ def test_a_click_on_another_workers_impression_is_logged(
     wait_for(crossed, "a click answered by the worker that did not show its impression", timeout=120)
 
 
+def _shared_cache_file(worker: int) -> Path:
+    environ = Path(f"/proc/{worker}/environ").read_bytes().split(b"\0")
+    (value,) = [v.split(b"=", 1)[1] for v in environ if v.startswith(b"TRAWL_SEARCH__SHARED_CACHE_PATH=")]
+    return Path(value.decode())
+
+
+def _responses_stored(database: Path) -> int:
+    with sqlite3.connect(database, timeout=30) as db:
+        (rows,) = db.execute("SELECT count(*) FROM responses").fetchone()
+    return int(rows)
+
+
 def test_an_answer_one_worker_computed_serves_the_others(served: tuple[str, subprocess.Popen[bytes]]) -> None:
-    url, _ = served
+    url, server = served
 
     def cached(q: str) -> bool:
         with httpx.Client(timeout=60) as client:  # a new connection: either worker
@@ -221,7 +234,13 @@ def test_an_answer_one_worker_computed_serves_the_others(served: tuple[str, subp
             return bool(answer.json()["cached"])
 
     queries = [f"herons quux{i}" for i in range(16)]
+    database = _shared_cache_file(_workers(server.pid)[0])
+    stored_before = _responses_stored(database)
     assert [cached(q) for q in queries] == [False] * 16
+    # Each worker writes its answers on a thread of its own, after answering.
+    wait_for(
+        lambda: _responses_stored(database) >= stored_before + 16, "the answers written to the shared file"
+    )
     # Each worker answers about half of the second asks: all are hits only if they share.
     assert [cached(q) for q in queries] == [True] * 16
 
