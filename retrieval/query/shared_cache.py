@@ -10,7 +10,7 @@ key's digest is of its ``repr``, plain data (generation view, analysed terms, pa
 A cache never fails a search: a locked or broken file reads as a miss and skips a put.
 Puts are written by a thread of their own, batched: a search no longer waits on the other
 worker's write lock (SQLite sleeps 1 ms and more), and a put that lost that race is written
-late instead of dropped (DECISIONS 77).
+late instead of dropped (DECISIONS 78).
 """
 
 from __future__ import annotations
