@@ -123,8 +123,8 @@ def best_section(
     first = sections[0]
     opens = first.start == 0 or first.heading.casefold() in title.casefold()
     top_end = first.end if opens else first.start
-    top = HEADING_WEIGHT * _weight({m.stem for m in query.matcher.matches(title)}, weights)
-    top += _weight({m.stem for m in found[: bisect_left(starts, top_end)]}, weights)
+    top = HEADING_WEIGHT * _weight(query.matcher.matches(title), weights)
+    top += _weight(found[: bisect_left(starts, top_end)], weights)
     best: Section | None = None
     best_key = (top + MARGIN, -1)
     for section in sections[1:] if opens else sections:
@@ -133,15 +133,16 @@ def best_section(
         if lo == hi:
             continue
         head = bisect_left(starts, section.start + len(section.heading), lo, hi)
-        in_heading = _weight({m.stem for m in found[lo:head]}, weights)
+        in_heading = _weight(found[lo:head], weights)
         if not in_heading:
             continue
-        score = HEADING_WEIGHT * in_heading + _weight({m.stem for m in found[lo:hi]}, weights)
+        score = HEADING_WEIGHT * in_heading + _weight(found[lo:hi], weights)
         key = (score, sum(fold(body[m.start : m.end]) in query.words for m in found[lo:head]))
         if key > best_key:  # the bar starts at (top + MARGIN, -1): a tie with it passes
             best, best_key = section, key
     return best
 
 
-def _weight(stems: set[str], weights: dict[str, float]) -> float:
-    return sum(weights.get(stem, 0.0) for stem in stems)
+def _weight(matches: Sequence[Match], weights: dict[str, float]) -> float:
+    """The weight of the distinct stems ``matches`` found (each bigram of a merged CJK run too)."""
+    return sum(weights.get(stem, 0.0) for stem in {s for m in matches for s in m.stems})

@@ -28,6 +28,12 @@ class Match:
     start: int
     end: int
     stem: str
+    more: tuple[str, ...] = ()
+    """The other stems of a merged CJK run ("档案库基础": 案库 库基 基础 beside 档案)."""
+
+    @property
+    def stems(self) -> tuple[str, ...]:
+        return (self.stem, *self.more)
 
 
 class SnippetMatcher:
@@ -89,7 +95,8 @@ class SnippetMatcher:
         for start, end, piece in sorted(spans):
             if merged and start < merged[-1].end:
                 last = merged[-1]
-                merged[-1] = Match(last.start, max(last.end, end), last.stem)
+                more = last.more if piece in last.stems else (*last.more, piece)
+                merged[-1] = Match(last.start, max(last.end, end), last.stem, more)
             else:
                 merged.append(Match(start, end, piece))
         return merged

@@ -38,11 +38,11 @@ ENGLISH_STOPWORDS: frozenset[str] = frozenset(
 
 _APOSTROPHES = re.compile(r"(?<=\w)['’](?=\w)")
 _WORD = re.compile(r"[^\W_]+")
-ANALYSIS_VERSION = 2
+ANALYSIS_VERSION = 3
 """The version of what this module makes of text, recorded in every index built with it: 1 kept
 a run of Chinese, Japanese or Korean as one word; 2 splits it into character bigrams
-(DECISIONS 67). An index of another version answers CJK queries wrongly and is named in
-``/healthz`` until it is rebuilt."""
+(DECISIONS 67); 3 keeps kana voiced marks (パ stays パ, was ハ; DECISIONS 79). An index of another
+version answers such queries wrongly and is named in ``/healthz`` until it is rebuilt."""
 MAX_TOKEN_CHARS = 64
 """Longer runs of letters are junk (base64, hashes) and would bloat the term dictionary."""
 
@@ -50,13 +50,14 @@ _stemmer = Stemmer.Stemmer("english")
 _stemmer.maxCacheSize = 100_000
 
 
+_KANA_VOICING = frozenset("\u3099\u309a")
+"""Kana's voiced and semi-voiced marks: part of the letter (パ is not ハ), not a diacritic to strip."""
+
+
 @lru_cache(maxsize=65_536)
 def fold(text: str) -> str:
-    """NFKC, casefold and strip diacritics: ``Café`` → ``cafe`` (Hangul recomposed into syllables)."""
-    decomposed = unicodedata.normalize("NFKD", unicodedata.normalize("NFKC", text).casefold())
-    if decomposed.isascii():
-        return decomposed
-    return unicodedata.normalize("NFC", "".join(ch for ch in decomposed if not unicodedata.combining(ch)))
+    """NFKC, casefold and strip diacritics: ``Café`` → ``cafe`` (Hangul and kana recomposed)."""
+    return _fold_long(text)
 
 
 CJK_RUN = re.compile(r"[\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uac00-\ud7af\uf900-\ufaff\u31f0-\u31ff]+")
@@ -100,7 +101,8 @@ def _fold_long(text: str) -> str:
     decomposed = unicodedata.normalize("NFKD", unicodedata.normalize("NFKC", text).casefold())
     if decomposed.isascii():
         return decomposed
-    return unicodedata.normalize("NFC", "".join(ch for ch in decomposed if not unicodedata.combining(ch)))
+    kept = "".join(ch for ch in decomposed if not unicodedata.combining(ch) or ch in _KANA_VOICING)
+    return unicodedata.normalize("NFC", kept)
 
 
 def stem(word: str) -> str:

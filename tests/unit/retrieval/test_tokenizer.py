@@ -26,3 +26,13 @@ def test_chinese_japanese_and_korean_runs_become_character_bigrams() -> None:
     assert words("Tokyo大学 日") == ["tokyo", "大学", "日"]  # a lone character stays itself
     assert words("한국어 문서") == ["한국", "국어", "문서"]  # Hangul recomposed after folding, then paired
     assert words("Café naïve résumé") == ["cafe", "naive", "resume"]  # other scripts as before
+
+
+def test_kana_keep_their_voiced_marks() -> None:
+    from retrieval.text.tokenizer import fold, words
+
+    # パ (pa) is not ハ (ha): stripping the mark as a diacritic made パス, バス and ハス one word,
+    # and left highlights off the marked characters (the page's text keeps them).
+    assert words("パッケージ") == ["パッ", "ッケ", "ケー", "ージ"]
+    assert len({fold(w) for w in ("パス", "バス", "ハス")}) == 3
+    assert fold("ﾊﾟｯｹｰｼﾞ") == "パッケージ"  # half-width kana composed as typed full-width
