@@ -34,9 +34,13 @@ MAX_FILTER_ROUNDS = 4
 """How many times the vector top-k is widened when filters reject most of it."""
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True, eq=True)
 class Candidate:
     """One document in a shard's hybrid candidate set.
+
+    Not frozen, though nothing changes one after it is made: a hybrid query makes about a
+    thousand (two shards' unions, the merge, the fields), and a frozen dataclass's
+    ``__init__`` took 2.9 µs against 0.9 µs, about 2 ms of a 17 ms in-process query.
 
     ``bm25``/``lexical_rank`` are None when the document is not in the lexical top-k,
     ``cosine``/``vector_rank`` when it is not in the vector top-k. Ranks start at 1.
