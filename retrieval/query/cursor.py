@@ -49,6 +49,9 @@ class Cursor:
     filetype: str | None = None
     """The filter parameters the first page was asked with (a filter written in the query
     text travels in ``query``): a cursor continues the list they selected, never another."""
+    read_as: str = ""
+    """The language the first page read the query in (``Query.read_as``): kept, so the list a
+    cursor continues is read the same whatever the next request's ``Accept-Language``."""
 
 
 def _b64(data: bytes) -> str:
@@ -120,6 +123,7 @@ class CursorCodec:
                 "o": cursor.offset,
                 "s": cursor.size,
                 "f": [cursor.site, cursor.lang, cursor.filetype],
+                **({"l": cursor.read_as} if cursor.read_as else {}),
             },
             separators=(",", ":"),
         ).encode()
@@ -151,4 +155,8 @@ class CursorCodec:
             or any(f is not None and not isinstance(f, str) for f in filters)
         ):
             raise BadParameter(f"The cursor is not valid; {START_AGAIN}.")
-        return Cursor(generation, data["q"], data["r"], offset, size, *filters)
+        read_as = data.get("l", "")
+        if not isinstance(read_as, str) or len(read_as) > 8 or not (read_as.isalpha() or not read_as):
+            raise BadParameter(f"The cursor is not valid; {START_AGAIN}.")
+        site, lang, filetype = filters
+        return Cursor(generation, data["q"], data["r"], offset, size, site, lang, filetype, read_as)

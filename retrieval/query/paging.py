@@ -65,13 +65,22 @@ class Pager:
             site=pinned.site,
             lang=pinned.lang,
             filetype=pinned.filetype,
+            read_as=pinned.read_as,
         )
         return followed, PageRequest(pinned.offset, pinned.size)
 
     def next_cursor(
-        self, view: str, request: SearchRequest, ranker: str, page: PageRequest, *, has_more: bool
+        self,
+        view: str,
+        request: SearchRequest,
+        ranker: str,
+        page: PageRequest,
+        *,
+        has_more: bool,
+        read_as: str = "",
     ) -> str | None:
-        """The cursor to the page after ``page`` (None: the list ends, or the cursor cap)."""
+        """The cursor to the page after ``page`` (None: the list ends, or the cursor cap), with the
+        language the query was read in."""
         depth = page.depth
         if not has_more or depth + page.size > self.settings.max_cursor_depth:
             return None
@@ -86,5 +95,6 @@ class Pager:
                 request.site or None,
                 request.lang or None,
                 request.filetype or None,
+                read_as,
             )
         )

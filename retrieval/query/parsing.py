@@ -48,7 +48,7 @@ class QueryParser:
                 except QueryError as exc:  # the same rule as the operator, but a parameter's value
                     raise BadParameter(str(exc).replace(f"{name}:", f"{name}=")) from exc
         query = dataclasses.replace(query, **updates) if updates else query
-        query = read_in(query, request.reader_lang)
+        query = read_in(query, request.reader_lang, request.read_as)
         return self.synonyms.expand(query) if self.synonyms is not None else query
 
 

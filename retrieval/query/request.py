@@ -44,6 +44,9 @@ class SearchRequest:
     reader_lang: str | None = None
     """The reader's language (``Accept-Language``, else ``rank.user_lang``): a page's translations
     among the results are shown in it (``retrieval.query.translations``); None: the best-ranked."""
+    read_as: str | None = None
+    """The language to read the query in, set when a cursor is followed (the first page's);
+    None: its ``lang:``, else ``reader_lang`` (``retrieval.text.function_words``)."""
     snippets: bool = True
     """False leaves every snippet empty and changes nothing else (for callers that only
     score the ranked list: making snippets of a deep list costs more than ranking it)."""

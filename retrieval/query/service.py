@@ -303,7 +303,12 @@ class SearchService:
             missing_vector_shards=tuple(missing_vector),
             hedged_shards=tuple(sorted({s for g in ranked.gathered for s in g.hedged})),
             next_cursor=self.pager.next_cursor(
-                generation.view, request, stage.name, page, has_more=has_more and bool(hits)
+                generation.view,
+                request,
+                stage.name,
+                page,
+                has_more=has_more and bool(hits),
+                read_as=query.read_as,
             ),
             timings_ms=timings,
         )

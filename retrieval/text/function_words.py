@@ -38,9 +38,10 @@ FUNCTION_WORDS: dict[str, frozenset[str]] = {
 """Folded, as :func:`retrieval.text.tokenizer.words` yields them (``où`` → ``ou``)."""
 
 
-def read_in(query: Query, reader_lang: str | None) -> Query:
-    """``query`` read in its ``lang:``, else the reader's language, when that one has a list."""
-    lang = (query.lang or reader_lang or "").lower().split("-")[0]
+def read_in(query: Query, reader_lang: str | None, pinned: str | None = None) -> Query:
+    """``query`` read in ``pinned`` (a followed cursor's reading), else its ``lang:``, else the
+    reader's language, when that one has a list."""
+    lang = pinned if pinned is not None else (query.lang or reader_lang or "").lower().split("-")[0]
     if lang not in FUNCTION_WORDS or not query.terms:
         return query
     return dataclasses.replace(query, read_as=lang)

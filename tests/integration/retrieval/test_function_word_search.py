@@ -122,3 +122,17 @@ def test_explain_puts_a_readers_function_word_in_the_captions_only(service: Sear
     assert "body" in breakdown["Astuces"]
     total = sum(score for cells in breakdown.values() for score in cells.values())
     assert total == pytest.approx(hit.explain["bm25"], rel=1e-3)
+
+
+def test_a_cursor_pages_through_the_list_as_its_first_page_read_it(service: SearchService) -> None:
+    whole = service.search(
+        SearchRequest("Astuces pour", ranker="bm25", reader_lang="fr", size=4, spell=False)
+    )
+    first = service.search(
+        SearchRequest("Astuces pour", ranker="bm25", reader_lang="fr", size=2, spell=False)
+    )
+    assert first.next_cursor is not None
+    # Followed by a request whose Accept-Language says English: still read in French.
+    second = service.search(SearchRequest(cursor=first.next_cursor, reader_lang="en", spell=False))
+    assert [h.doc_id for h in (*first.hits, *second.hits)] == [h.doc_id for h in whole.hits]
+    assert second.query.read_as == "fr"

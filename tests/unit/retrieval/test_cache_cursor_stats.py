@@ -87,6 +87,18 @@ def test_cursor_carries_its_filters_and_refuses_malformed_ones() -> None:
             codec().decode(forged({"g": "g1", "q": "x", "r": "bm25", "o": 10, "s": 10, "f": bad}))
 
 
+def test_cursor_keeps_the_language_its_query_was_read_in() -> None:
+    read = Cursor("g1", "Astuces pour", "bm25", 10, 10, read_as="fr")
+    assert codec().decode(codec().encode(read)) == read
+    # English (and a cursor minted before readings travelled) reads as no language: the same token.
+    plain = Cursor("g1", "heat", "bm25", 10, 10)
+    assert "l" not in json.loads(base64.urlsafe_b64decode(codec().encode(plain).split(".")[0] + "=="))
+    assert codec().decode(codec().encode(plain)).read_as == ""
+    for bad in (1, "f r", "x" * 9, ["fr"]):
+        with pytest.raises(QueryError, match="not valid"):
+            codec().decode(forged({"g": "g1", "q": "x", "r": "bm25", "o": 10, "s": 10, "l": bad}))
+
+
 def test_cursor_key_is_created_once_under_the_index_root(tmp_path: Path) -> None:
     first = load_or_create_key(tmp_path)
     assert len(first) == 32 and load_or_create_key(tmp_path) == first
