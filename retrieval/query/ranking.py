@@ -16,6 +16,7 @@ from retrieval.index.forward_features import ShardFeatures
 from retrieval.index.lexical import StoredDoc
 from retrieval.query.hybrid import Candidate, convex, min_max, rrf
 from retrieval.query.rm3 import Rm3
+from retrieval.query.vector_languages import vectors_read
 
 DocFetcher = Callable[[Sequence[Candidate]], Mapping[DocId, StoredDoc]]
 """Stored documents (text, URL, static values) of candidates, from their shards."""
@@ -97,7 +98,8 @@ class ConvexStage:
     def rank(
         self, query: Query, candidates: Sequence[Candidate], *, explain: bool, context: RankContext
     ) -> RankOutput:
-        ranked = convex(candidates, weight=self.weight)
+        weight = self.weight if vectors_read(query) else 0.0
+        ranked = convex(candidates, weight=weight)
         if not explain:
             return RankOutput(ranked, {})
         # The two parts the score adds, as the explain page shows them (they sum to it).
@@ -106,7 +108,7 @@ class ConvexStage:
         info: dict[DocId, dict[str, Any]] = {
             h.doc_id: {
                 "convex": h.score,
-                "cosine_weight": self.weight,
+                "cosine_weight": weight,
                 "bm25_scaled": bm25.get(h.doc_id, 0.0),
                 "cosine_scaled": cosine.get(h.doc_id, 0.0),
             }

@@ -13,7 +13,7 @@ less words that are English content words too ("die", "son", "sin", "hat").
 from __future__ import annotations
 
 import dataclasses
-from functools import cache
+from functools import lru_cache
 
 from core.types import Query
 from retrieval.text.tokenizer import ENGLISH_STOPWORDS, fold, stem
@@ -47,13 +47,13 @@ def read_in(query: Query, reader_lang: str | None, pinned: str | None = None) ->
     return dataclasses.replace(query, read_as=lang)
 
 
-@cache
+@lru_cache(maxsize=8)  # one entry a listed language; read_as from a wire is not checked
 def stopwords_of(lang: str) -> frozenset[str]:
     """English stopwords and ``lang``'s function words: what a query read in ``lang`` treats as such."""
     return ENGLISH_STOPWORDS | FUNCTION_WORDS.get(lang, frozenset())
 
 
-@cache
+@lru_cache(maxsize=8)  # one entry a listed language; read_as from a wire is not checked
 def function_tokens(lang: str) -> frozenset[str]:
     """``lang``'s function words as analysed tokens (English-stemmed, as pages index them)."""
     return frozenset(stem(w) for w in FUNCTION_WORDS.get(lang, ()) if w not in ENGLISH_STOPWORDS)
