@@ -32,6 +32,7 @@ REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
 from bench.results_file import record_run  # noqa: E402
+from core import language_id  # noqa: E402
 from crawl.extraction import language  # noqa: E402
 from crawl.extraction.page import ParsedPage, parse_html  # noqa: E402
 
@@ -101,7 +102,7 @@ def identifiers(candidates: Path | None) -> dict[str, Identifier | str]:
     if candidates is not None:
         sys.path.append(str(candidates))
     found: dict[str, Identifier | str] = {"trawl (fastText lid.176 + thresholds)": language.identify_language}
-    model = language._model()
+    model = language_id._model()
 
     def fasttext_lid(text: str) -> str:
         return str(model.predict(" ".join(text.split()), k=1)[0][0]).removeprefix("__label__")

@@ -4,9 +4,10 @@ Pages keep every word but English stopwords (``retrieval.text.tokenizer``), so a
 "Astuces pour" searched "pour", found on every French page, as a word like any other, where an
 English reader's "Tips for" searches "tips" and, in titles and headings only, "for" and the pair
 "tips for" (``retrieval.text.stopword_search``). A query is read in the ``lang:`` it names, else
-the reader's language (``Accept-Language``, else ``rank.user_lang``); read in a language listed
-here, its function words are searched the English way (DECISIONS 77). Pages are untouched (no
-index changes) and an English reader's query is what it was. The lists are Snowball's shortest,
+the language a long query is written in, else the reader's language (``Accept-Language``, else
+``rank.user_lang``); read in a language listed here, its function words are searched the
+English way (DECISIONS 77, 81). Pages are untouched (no index changes), and a query read in
+English is what it was. The lists are Snowball's shortest,
 less words that are English content words too ("die", "son", "sin", "hat").
 """
 
@@ -15,6 +16,7 @@ from __future__ import annotations
 import dataclasses
 from functools import lru_cache
 
+from core.language_id import language_and_probability
 from core.types import Query
 from retrieval.text.tokenizer import ENGLISH_STOPWORDS, fold, stem
 
@@ -38,13 +40,36 @@ FUNCTION_WORDS: dict[str, frozenset[str]] = {
 """Folded, as :func:`retrieval.text.tokenizer.words` yields them (``où`` → ``ou``)."""
 
 
+QUERY_MIN_CONFIDENCE = 0.8
+"""How sure the identifier must be that a query is in another language than English to read it
+so: identifiers and titles of English docs ("73.2.1. Out-of-Line, On-Disk TOAST Storage") are
+called German or French at 0.4-0.7, real questions in those languages at 0.94-0.99."""
+ENGLISH_MIN_CONFIDENCE = 0.5
+"""...and that it is English, to read it so against the reader's language: lower case and no
+punctuation make the identifier less sure of English ("how do I configure the wireless network
+on my laptop": 0.69)."""
+
+
 def read_in(query: Query, reader_lang: str | None, pinned: str | None = None) -> Query:
     """``query`` read in ``pinned`` (a followed cursor's reading), else its ``lang:``, else the
+    language it is written in when it is long enough to tell (:func:`written_in`), else the
     reader's language, when that one has a list."""
-    lang = pinned if pinned is not None else (query.lang or reader_lang or "").lower().split("-")[0]
+    if pinned is not None:
+        lang = pinned
+    else:
+        lang = (query.lang or written_in(query.positive_text) or reader_lang or "").lower().split("-")[0]
     if lang not in FUNCTION_WORDS or not query.terms:
         return query
     return dataclasses.replace(query, read_as=lang)
+
+
+@lru_cache(maxsize=4096)
+def written_in(text: str) -> str:
+    """The language of a query of at least five words, when the identifier is sure of it (``""``
+    otherwise): an English reader's long French question is read in French, a German reader's
+    long English one in English. Shorter queries are too short to call (a heading's two words)."""
+    lang, probability = language_and_probability(text)
+    return lang if probability >= (ENGLISH_MIN_CONFIDENCE if lang == "en" else QUERY_MIN_CONFIDENCE) else ""
 
 
 @lru_cache(maxsize=8)  # one entry a listed language; read_as from a wire is not checked

@@ -19,6 +19,22 @@ def test_a_query_is_read_in_its_lang_filter_else_the_readers_language() -> None:
     assert read_in(parse_query("ヒント"), "ja").read_as == ""
 
 
+def test_a_long_query_is_read_in_the_language_it_is_written_in() -> None:
+    # An English reader's French question, a French reader's English one (five words and more).
+    french = "comment configurer le réseau sans fil sur mon ordinateur portable"
+    english = "how do I configure the wireless network on my laptop"
+    assert read_in(parse_query(french), "en").read_as == "fr"
+    assert read_in(parse_query(french), None).read_as == "fr"
+    assert read_in(parse_query(english), "fr").read_as == ""
+    assert (
+        read_in(parse_query("wie richte ich das drahtlose Netzwerk auf dem Laptop ein"), "es").read_as == "de"
+    )
+    # lang: still names it, and a short query is the reader's: two words are too few to call.
+    assert read_in(parse_query(f"{english} lang:fr"), "en").read_as == "fr"
+    assert read_in(parse_query("réseau sans"), "en").read_as == ""
+    assert read_in(parse_query("Astuces pour"), "es").read_as == "es"
+
+
 def test_function_words_score_in_captions_only_like_english_stopwords() -> None:
     query = read_in(parse_query("Astuces pour"), "fr")
     assert dict(scoring_terms(query)) == {"astuc": 1}
