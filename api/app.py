@@ -91,7 +91,7 @@ def create_app(
             service.watch_files()  # content hashes in the background; shard processes check their own
         app.state.settings = settings
         app.state.search = service
-        app.state.search_limiter = search_limiter(settings)
+        app.state.search_limiter = search_limiter(settings, remote_shards=remote is not None)
         app.state.index_dir = Path(index_dir)
         app.state.push = None
         if settings.api.push_data is not None:

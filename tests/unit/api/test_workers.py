@@ -8,7 +8,9 @@ import sys
 
 import pytest
 
-from api.workers import MAX_DEFAULT_WORKERS, default_workers, worker_memory
+from api.deps import default_search_threads, search_limiter
+from api.workers import MAX_DEFAULT_WORKERS, WORKERS_ENV, default_workers, worker_memory
+from core.settings import Settings
 from tests.fixtures.cli import REPO
 
 _PRINT_DEFAULTS = (
@@ -45,3 +47,17 @@ def test_no_more_workers_than_half_the_available_memory_holds() -> None:
     assert (
         default_workers(push=False, shard_processes=False, index_bytes=index, available_bytes=two) == expected
     )
+
+
+def test_a_worker_of_several_runs_one_search_at_a_time_unless_its_shards_are_remote(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setenv(WORKERS_ENV, "2")
+    assert default_search_threads(remote_shards=False) == 1
+    assert default_search_threads(remote_shards=True) == 2 * (os.cpu_count() or 1)
+    assert search_limiter(Settings()).total_tokens == 1
+    monkeypatch.setenv("TRAWL_API__SEARCH_THREADS", "3")
+    assert search_limiter(Settings()).total_tokens == 3  # the setting wins
+    monkeypatch.delenv("TRAWL_API__SEARCH_THREADS")
+    monkeypatch.delenv(WORKERS_ENV)
+    assert default_search_threads(remote_shards=False) == 2 * (os.cpu_count() or 1)  # one process
