@@ -156,7 +156,7 @@ class CursorCodec:
         ):
             raise BadParameter(f"The cursor is not valid; {START_AGAIN}.")
         read_as = data.get("l", "")
-        if not isinstance(read_as, str) or len(read_as) > 8 or not (read_as.isalpha() or not read_as):
+        if not isinstance(read_as, str) or len(read_as) > 8 or (read_as and not read_as.isalpha()):
             raise BadParameter(f"The cursor is not valid; {START_AGAIN}.")
         site, lang, filetype = filters
         return Cursor(generation, data["q"], data["r"], offset, size, site, lang, filetype, read_as)

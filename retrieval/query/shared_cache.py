@@ -50,8 +50,6 @@ class SharedCache(Generic[V]):
         self._local = threading.local()
         self._puts = 0
         self._pending: queue.Queue[tuple[bytes, V]] = queue.Queue(PENDING_PUTS)
-        self._writer: threading.Thread | None = None
-        self._writer_lock = threading.Lock()
         db = sqlite3.connect(self.path, timeout=10.0, isolation_level=None)  # every worker at once
         try:
             db.execute("PRAGMA journal_mode=WAL")
@@ -60,6 +58,8 @@ class SharedCache(Generic[V]):
             )
         finally:
             db.close()
+        # Started once the file is known to be a cache: a broken one leaves no thread behind.
+        threading.Thread(target=self._write_forever, name="shared-cache", daemon=True).start()
 
     def _db(self) -> sqlite3.Connection:
         db: sqlite3.Connection | None = getattr(self._local, "db", None)
@@ -90,13 +90,6 @@ class SharedCache(Generic[V]):
 
     def put(self, key: Hashable, value: V) -> None:
         """Queue ``value`` for the writer thread; the search that computed it does not wait."""
-        if self._writer is None:
-            with self._writer_lock:
-                if self._writer is None:  # started on first use
-                    self._writer = threading.Thread(
-                        target=self._write_forever, name="shared-cache", daemon=True
-                    )
-                    self._writer.start()
         try:
             self._pending.put_nowait((self._digest(key), value))
         except queue.Full:

@@ -54,11 +54,13 @@ def read_in(query: Query, reader_lang: str | None, pinned: str | None = None) ->
     """``query`` read in ``pinned`` (a followed cursor's reading), else its ``lang:``, else the
     language it is written in when it is long enough to tell (:func:`written_in`), else the
     reader's language, when that one has a list."""
+    if not query.terms:
+        return query
     if pinned is not None:
         lang = pinned
     else:
         lang = (query.lang or written_in(query.positive_text) or reader_lang or "").lower().split("-")[0]
-    if lang not in FUNCTION_WORDS or not query.terms:
+    if lang not in FUNCTION_WORDS:
         return query
     return dataclasses.replace(query, read_as=lang)
 

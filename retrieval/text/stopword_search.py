@@ -21,7 +21,7 @@ from functools import lru_cache
 
 from core.types import Query
 from retrieval.text.function_words import stopwords_of
-from retrieval.text.tokenizer import ENGLISH_STOPWORDS, stem, words
+from retrieval.text.tokenizer import stem, words
 
 CAPTIONS_FIELD = "captions"
 """Title and headings, every word kept (stemmed): where a short query's stopwords match."""
@@ -66,7 +66,7 @@ def stopword_search(query: Query) -> StopwordSearch:
     runs = _sequences(query)
     if _is_sentence(runs):
         return StopwordSearch()
-    stop = stopwords_of(query.read_as) if query.read_as else ENGLISH_STOPWORDS
+    stop = stopwords_of(query.read_as)  # English's alone when read as English ("")
     found: dict[str, None] = {}
     terms: dict[str, None] = {}
     phrases: dict[tuple[str, str], None] = {}
@@ -89,5 +89,5 @@ def ignored_stopwords(query: Query) -> tuple[str, ...]:
     runs = _sequences(query)
     if not _is_sentence(runs):
         return ()
-    stop = stopwords_of(query.read_as) if query.read_as else ENGLISH_STOPWORDS
+    stop = stopwords_of(query.read_as)  # English's alone when read as English ("")
     return tuple(dict.fromkeys(w for run in runs for w in run if w in stop))
