@@ -3,6 +3,7 @@ serving index know about one URL (``/v1/inspect`` and the web page's inspector).
 
 from __future__ import annotations
 
+import time
 from pathlib import Path
 from typing import Any
 
@@ -49,4 +50,10 @@ def inspection(request: Request, service: SearchService, url: str) -> dict[str, 
     report["generation"] = service.generation.id
     if located is not None:
         report["doc_id"], report["shard"] = str(int(located[0])), located[1]
+        stored = service.generation.broker.fetch({located[1]: [located[0]]}, time.perf_counter() + 2.0)
+        if (doc := stored.get(located[0])) is not None:
+            reasons = ", ".join(doc.quality_reasons) or "not an index, listing or near-empty page"
+            report["page_quality"] = (
+                f"{doc.quality:g} ({reasons}; {doc.link_density:.0%} of its words are links)"
+            )
     return report

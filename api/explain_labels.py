@@ -34,6 +34,7 @@ FEATURE_LABELS: dict[str, str] = {
     "age_days": "Age of the page",
     "lang_match": "Page in the query's language",
     "dup_cluster_size": "Copies of the page elsewhere",
+    "page_quality": "Page quality (an index, a listing or a near-empty page)",
     "query_terms": "Number of words in the query",
     **{f"prf_top{n}": f"Shares words with the top {n} results" for n in (5, 10, 20)},
     **{f"dense_prf_top{n}": f"Close in meaning to the top {n} results" for n in (5, 10, 20)},

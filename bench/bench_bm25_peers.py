@@ -13,7 +13,9 @@ own top 100, a document missing from one list scoring that list's minimum; dense
 packaged MiniLM in fp32 through sentence-transformers, one vector per document (title +
 text, cut at 256 tokens), exact cosine. A collection named ``NAME-title`` is the
 title-only variant of ``NAME`` (``trawl dataset title-only``, seed 0: half the documents
-lose their body), written to ``data/eval/NAME-title`` when missing.
+lose their body), written to ``data/eval/NAME-title`` when missing; ``NAME-short`` the same
+with every other body cut to 30 words (``--body-words 30``): short documents with sentence
+queries, about half title-only.
 """
 
 from __future__ import annotations
@@ -42,15 +44,21 @@ FUSION_DEPTH = 100
 Run = dict[str, dict[str, float]]
 
 
+SHORT_BODY_WORDS = 30
+"""A ``NAME-short`` variant's bodies: half dropped, the rest cut to this many words."""
+
+
 def collection_dir(name: str) -> Path:
-    """A shared collection, or its title-only variant (built once, seed 0)."""
-    if not name.endswith("-title"):
+    """A shared collection, or its title-only or short variant (built once, seed 0)."""
+    base, _, variant = name.rpartition("-")
+    if variant not in ("title", "short"):
         return EVAL / name
     out = VARIANTS / name
     if not (out / "corpus.jsonl").exists():
         from training.title_only import title_only_variant
 
-        title_only_variant(EVAL / name.removesuffix("-title"), out, seed=0)
+        words = SHORT_BODY_WORDS if variant == "short" else None
+        title_only_variant(EVAL / base, out, seed=0, body_words=words)
     return out
 
 
@@ -121,7 +129,9 @@ def rounded(means: dict[str, float]) -> dict[str, float]:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--collections", default="cranfield,cisi,cranfield-title,cisi-title")
+    parser.add_argument(
+        "--collections", default="cranfield,cisi,cranfield-title,cisi-title,cranfield-short,cisi-short"
+    )
     parser.add_argument("--fusion", action="store_true", help="Also Trawl's hybrid against bm25s + MiniLM.")
     args = parser.parse_args()
     out: dict[str, dict[str, object]] = {}

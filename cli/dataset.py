@@ -104,13 +104,17 @@ def title_only_command(
     dataset: Annotated[Path, typer.Option("--dataset", help="A BEIR collection directory.")],
     out: Annotated[Path, typer.Option("--out", help="Where the variant goes (replaced).")],
     seed: Annotated[int, typer.Option("--seed", help="Chooses which documents lose their body.")] = 0,
+    body_words: Annotated[
+        int | None, typer.Option("--body-words", min=1, help="Cut every other body to its first N words.")
+    ] = None,
 ) -> None:
     """A copy of a collection with the body of half its documents dropped (seeded).
 
     Example: trawl dataset title-only --dataset data/eval/cisi --out data/eval/cisi-title --seed 0
+    Short documents: trawl dataset title-only --dataset D --out D-short --body-words 30
     """
     # lazy: crawl workers import this module, and no training code (tests/unit/cli/test_crawl_imports.py)
     from training.title_only import title_only_variant
 
-    report = title_only_variant(dataset, out, seed=seed)
+    report = title_only_variant(dataset, out, seed=seed, body_words=body_words)
     console.print(f"{report.out}: {report.title_only} of {report.documents} documents are title-only")

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 from rich.table import Table
@@ -14,8 +14,12 @@ from core.blocklist import BlockList
 from core.crawldir import CrawlDir
 from core.docstore import DocStore
 from core.settings import SearchSettings, Settings
+from core.types import Document
 from crawl.run.inspect import inspect_url
 from crawl.state.readable import STATE_LABELS, readable
+
+if TYPE_CHECKING:
+    from retrieval.index.page_quality import PageQuality
 
 _SHOWN_ELSEWHERE = frozenset({"url", "canonical_url", "doc_id", "robots", "indexed", "dup_of", "cluster"})
 
@@ -45,11 +49,20 @@ def inspect_command(
     freshness = (
         _freshness(report.canonical_url, index) if index is not None and report.canonical_url else None
     )
-    lang = _stored_language(report.canonical_url, data) if report.canonical_url else None
+    stored = _stored_document(report.canonical_url, data) if report.canonical_url else None
+    lang = stored.lang if stored is not None else None
+    quality = _quality(stored) if stored is not None else None
     if json_out:
         payload = {
             "indexed": indexed,
             "lang": lang,
+            "quality": None
+            if quality is None
+            else {
+                "score": quality.score,
+                "link_density": quality.link_density,
+                "reasons": list(quality.reasons),
+            },  # fmt: skip
             "blocked": blocked,
             "freshness": freshness,
             "url": report.url,
@@ -82,6 +95,9 @@ def inspect_command(
                 table.add_row(STATE_LABELS[key], text)
     if lang is not None:
         table.add_row("Language", lang or "none (not declared, too little text to identify)")
+    if quality is not None:
+        reasons = ", ".join(quality.reasons) or "not an index, listing or near-empty page"
+        table.add_row("Page quality", f"{quality.score:g} ({reasons})")
     if blocked is not None:
         table.add_row("Block list", blocked)
     if indexed is not None:
@@ -103,14 +119,21 @@ def inspect_command(
     out.print(table)
 
 
-def _stored_language(canonical_url: str, data: Path) -> str | None:
-    """The language stored with the URL's latest document (declared by the page or its
-    Content-Language header, else identified from its text); None when none is stored."""
+def _stored_document(canonical_url: str, data: Path) -> Document | None:
+    """The URL's latest stored document: its language (declared by the page or its
+    Content-Language header, else identified from its text) and its quality; None when none."""
     docs = CrawlDir(data).docs
     if not docs.exists():
         return None
-    found = DocStore(docs).documents_by_url([canonical_url]).get(canonical_url)
-    return found.lang if found is not None else None
+    return DocStore(docs).documents_by_url([canonical_url]).get(canonical_url)
+
+
+def _quality(doc: Document) -> PageQuality:
+    """The static quality the index gives the page (``retrieval.index.page_quality``)."""
+    # lazy: crawl workers import this module, and no retrieval code (tests/unit/cli/test_crawl_imports.py)
+    from retrieval.index.page_quality import quality_of
+
+    return quality_of(doc)
 
 
 def _freshness(canonical_url: str, index: Path) -> dict[str, object] | None:

@@ -85,6 +85,7 @@ def document_schema() -> pl.Schema:
             "dup_cluster_size": pl.Int32(),
             "outlinks": pl.List(pl.String()),
             "alternates": pl.List(pl.String()),
+            "link_words": pl.Int32(),
             "sections": pl.List(
                 pl.Struct(
                     {"heading": pl.String(), "anchor": pl.String(), "start": pl.Int64(), "end": pl.Int64()}
@@ -294,6 +295,7 @@ def _record_to_document(record: dict[str, Any]) -> Document:
         record[name] = tuple(record.get(name) or ())
     record["sections"] = tuple(Section(**s) for s in record.get("sections") or ())
     record["doc_id"] = DocId(record["doc_id"])
+    record["link_words"] = int(record.get("link_words") or 0)  # none in segments written before it
     return Document(**record)
 
 

@@ -86,6 +86,9 @@ class Document:
     sections: tuple[Section, ...] = ()
     """The page's sections in order (``crawl.extraction.sections``); results link to the one that
     answers the query (``retrieval.query.sections``)."""
+    link_words: int = 0
+    """Words of ``body`` inside links: how much of the page is an index or a listing
+    (``retrieval.index.page_quality``); 0 for documents not crawled."""
 
 
 @dataclass(frozen=True, slots=True)

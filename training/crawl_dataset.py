@@ -363,7 +363,8 @@ def _jsonl(path: Path, records: Iterable[object]) -> None:
 
 def _corpus_records(docs: Sequence[Document], edges: pl.DataFrame) -> Iterable[dict[str, object]]:
     """BEIR records keyed by canonical URL; headings, inbound anchors (as the crawl index
-    gets them) and in-corpus outlinks (``metadata.links``, which BEIR PageRank reads) kept."""
+    gets them), in-corpus outlinks (``metadata.links``, which BEIR PageRank reads) and the
+    words inside links (``metadata.link_words``, the page's quality) kept."""
     urls = {doc.url for doc in docs}
     inbound = anchors_by_target(edges)
     outlinks: dict[str, set[str]] = defaultdict(set)
@@ -380,6 +381,7 @@ def _corpus_records(docs: Sequence[Document], edges: pl.DataFrame) -> Iterable[d
                 "headings": list(doc.headings),
                 "anchors": inbound.get(doc.url, []),
                 "links": sorted(outlinks.get(doc.url, ())),
+                "link_words": doc.link_words,
             },
         }
 

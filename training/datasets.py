@@ -86,7 +86,8 @@ class BeirDataset:
         index of the collection serves the same static values training sees.
 
         ``metadata.headings`` and ``metadata.anchors`` (crawl-derived sets) are indexed
-        as the crawl indexes them, less the anchors :meth:`leaked_anchors` names.
+        as the crawl indexes them, less the anchors :meth:`leaked_anchors` names, and
+        ``metadata.link_words`` gives a page its quality (``retrieval.index.page_quality``).
         """
         # lazy: loads scipy and polars; opening a collection or reading its queries stays light
         from training.pagerank import beir_pagerank
@@ -122,6 +123,7 @@ class BeirDataset:
                     filetype="txt",
                     external_id=external_id,
                     pagerank=pagerank.get(doc_id, 1.0),
+                    link_words=int(metadata.get("link_words") or 0),
                 )
 
     def queries(self) -> dict[str, str]:

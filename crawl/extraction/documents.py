@@ -37,4 +37,5 @@ def page_document(
         outlinks=tuple(link.url for link in page.links if not link.nofollow)[:max_links],
         alternates=tuple(url for _, url in page.alternates),
         sections=page.sections,
+        link_words=page.link_words,
     )

@@ -112,6 +112,8 @@ class ParsedPage:
     out): the page's translations as it declares them, the page itself usually among them."""
     sections: tuple[Section, ...] = ()
     """Where each heading of the main content starts in ``body`` (``crawl.extraction.sections``)."""
+    link_words: int = 0
+    """Words of ``body`` inside links (its link density: ``link_words`` / words of ``body``)."""
     noindex: bool = False
     nofollow: bool = False
 
@@ -288,6 +290,7 @@ def parse_html(
     main = _main_node(tree, found)
     marked = mark_sections(html, titled) if main is not None else []
     body, sections = unmark(_clean_content(main.text()) if main is not None else "", marked)
+    link_words = _link_words(main) if main is not None and body else 0
     if not title and headings:
         title = headings[0]
     if not lang:
@@ -306,9 +309,16 @@ def parse_html(
         canonical_url=canonical,
         alternates=alternates,
         sections=sections,
+        link_words=link_words,
         noindex=noindex,
         nofollow=nofollow,
     )
+
+
+def _link_words(main: LexborNode) -> int:
+    """Words of the main content inside links: an index or listing page is mostly that
+    (``retrieval.index.page_quality``)."""
+    return sum(len(text.split()) for node in main.css("a[href]") if (text := node.text()))
 
 
 MAX_ALTERNATES = 64

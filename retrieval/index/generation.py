@@ -248,8 +248,9 @@ class Generation:
         if self.manifest.analysis != ANALYSIS_VERSION:
             out.append(
                 f"generation {self.manifest.generation} was analysed by another Trawl (text analysis "
-                f"version {self.manifest.analysis}, this one {ANALYSIS_VERSION}): queries in Chinese, "
-                "Japanese or Korean do not match it; rebuild it with `trawl index`"
+                f"version {self.manifest.analysis}, this one {ANALYSIS_VERSION}): some queries do not match "
+                "it as they should (Chinese, Japanese and Korean ones, words such as 'shell' and 'id'); "
+                "rebuild it with `trawl index`"
             )
         return out + self.broker.circuits.problems()
 

@@ -24,6 +24,7 @@ from retrieval.index.integrity import check_lexical, describe
 from retrieval.index.layout import forward_dir
 from retrieval.index.lexical_query import FieldBoosts, LexicalQueryBuilder, stat_terms
 from retrieval.index.lexical_schema import LENGTH_FIELDS, TEXT_FIELDS, read_lexical_manifest, read_sections
+from retrieval.index.page_quality import KIND_DEMOTED
 from retrieval.text.stopword_search import CAPTIONS_FIELD
 
 DF_CACHE_TERMS = 100_000
@@ -59,6 +60,10 @@ class StoredDoc:
     sections: tuple[Section, ...] = ()
     """The page's sections that have an anchor, offsets into ``body``; none in an index built
     before sections were kept."""
+    quality: float = 1.0
+    """The page's static quality (``retrieval.index.page_quality``): what its BM25 is multiplied by."""
+    link_density: float = 0.0
+    quality_reasons: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True, slots=True)
@@ -113,7 +118,10 @@ class LexicalShard:
         self._local_n = int(self._searcher.num_docs)
         self._df: dict[tuple[str, str], int] = {}
         self._addresses: dict[DocId, Any] = {}
-        self._queries = LexicalQueryBuilder(self._index.schema, self._live_fields, self._idf_ratio)
+        demoted = int(self._searcher.doc_freq("kind", KIND_DEMOTED)) > 0
+        self._queries = LexicalQueryBuilder(
+            self._index.schema, self._live_fields, self._idf_ratio, demoted=demoted
+        )
         try:
             self.forward = ForwardIndex.open_if_present(forward_dir(self.path))
         except (OSError, ValueError, KeyError) as exc:
@@ -265,6 +273,7 @@ class LexicalShard:
     def stored_at(self, address: Any) -> StoredDoc:
         tdoc = self._searcher.doc(address)
         payload = json.loads(bytes(tdoc.get_first("payload") or b"{}").decode("utf-8"))
+        quality = payload.get("quality") or {}
         return StoredDoc(
             doc_id=_doc_id(tdoc.get_first("doc_id")),
             url=payload["url"],
@@ -284,6 +293,9 @@ class LexicalShard:
             simhash=int(payload.get("simhash", 0)),
             translation_group=payload.get("translation_group", ""),
             sections=read_sections(payload.get("sections")),
+            quality=float(quality.get("score", 1.0)),
+            link_density=float(quality.get("link_density", 0.0)),
+            quality_reasons=tuple(quality.get("reasons", ())),
         )
 
     def stored(self, doc_id: DocId) -> StoredDoc | None:

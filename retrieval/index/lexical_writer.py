@@ -35,6 +35,7 @@ from retrieval.index.lexical_schema import (
     host_suffixes,
     stored_sections,
 )
+from retrieval.index.page_quality import quality_of
 from retrieval.index.translations import translation_group
 from retrieval.index.vocabulary import VocabularyCounter
 from retrieval.text.stopword_search import CAPTIONS_FIELD
@@ -108,6 +109,9 @@ class LexicalShardWriter:
             tdoc.add_text(name, tokens)
             self._nonempty[name] += bool(tokens)
             self.field_tokens[name] += tokens.count(" ") + 1 if tokens else 0
+        quality = quality_of(doc)
+        for kind in quality.kinds:
+            tdoc.add_text("kind", kind)
         tdoc.add_float("pagerank", float(doc.pagerank))
         tdoc.add_float("published_at", float(doc.published_at or 0.0))
         tdoc.add_unsigned("body_words", body_tokens.count(" ") + 1 if body_tokens else 0)
@@ -130,6 +134,12 @@ class LexicalShardWriter:
         }
         if group := translation_group(doc.url, doc.lang, doc.alternates):
             payload["translation_group"] = group
+        if quality.link_density or quality.reasons:
+            payload["quality"] = {
+                "score": quality.score,
+                "link_density": quality.link_density,
+                "reasons": list(quality.reasons),
+            }
         if sections := stored_sections(doc.sections, doc.body, body):
             payload["sections"] = sections
         tdoc.add_bytes("payload", json.dumps(payload, ensure_ascii=False).encode("utf-8"))

@@ -7,6 +7,7 @@ the document, with the same collection statistics as the query (shard-comparable
 BM25), and weighted by the field's boost, so the cells add up to (about) the total
 BM25 the ranker used. A short query's stopwords, and the word pairs holding them, get a
 ``captions`` cell (titles and headings with every word; :mod:`retrieval.text.stopword_search`).
+A demoted page's cells hold its quality, as its BM25 does (``retrieval.index.page_quality``).
 Only shards opened in this process can be asked; for a remote shard the breakdown is empty.
 """
 
@@ -50,12 +51,14 @@ def bm25_breakdown(broker: Broker, query: Query, doc_id: DocId, shard_id: int) -
         for terms, phrases in alone
     ]
     boosts = dict(shard.lexical.boosts.items())
+    stored = shard.lexical.stored(doc_id)
+    quality = stored.quality if stored is not None else 1.0  # the field queries have it; captions not
     out: dict[str, dict[str, float]] = {}
     for label, part in parts:
         stats = broker.stats(part, time.perf_counter() + _STATS_DEADLINE_S)
         scores = shard.lexical.field_scores(part, [doc_id], stats=stats)
         cells = {
-            f: boosts.get(f, 1.0) * scores[f][doc_id]
+            f: boosts.get(f, 1.0) * scores[f][doc_id]  # the page's quality is in them already
             for f in TEXT_FIELDS
             if scores.get(f, {}).get(doc_id, 0.0) > 0.0
         }
@@ -64,5 +67,5 @@ def bm25_breakdown(broker: Broker, query: Query, doc_id: DocId, shard_id: int) -
     # A short query's stopwords score in titles and headings only (retrieval.text.stopword_search).
     stats = broker.stats(query, time.perf_counter() + _STATS_DEADLINE_S)
     for label, score in shard.lexical.caption_scores(query, doc_id, stats=stats).items():
-        out.setdefault(label, {})[CAPTIONS_FIELD] = score
+        out.setdefault(label, {})[CAPTIONS_FIELD] = quality * score
     return out

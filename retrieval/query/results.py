@@ -80,6 +80,8 @@ def page_hits(
                 "position": position + 1,
                 **ranked.explain.get(scored.doc_id, {}),
             }
+            if doc.quality < 1.0:  # its BM25 was multiplied by this (retrieval.index.page_quality)
+                info["page_quality"] = f"word match ×{doc.quality:g} ({', '.join(doc.quality_reasons)})"
         kept = collapsed_into(doc.simhash, kept_hashes)
         if kept is not None:
             hits[kept] = dataclasses.replace(hits[kept], similar=hits[kept].similar + 1)

@@ -508,6 +508,7 @@ class HttpShard:
                     "doc_id": DocId(int(d["doc_id"])),
                     "headings": tuple(d["headings"]),
                     "sections": sections,
+                    "quality_reasons": tuple(d.get("quality_reasons", ())),
                 }
             )
             out[doc.doc_id] = doc

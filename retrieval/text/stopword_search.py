@@ -61,6 +61,18 @@ def _is_sentence(runs: tuple[tuple[str, ...], ...]) -> bool:
     return sum(len(run) for run in runs) > MAX_QUERY_WORDS
 
 
+def is_sentence(query: Query) -> bool:
+    """More than :data:`MAX_QUERY_WORDS` words: read as a sentence, not as keywords."""
+    return _is_sentence(_sequences(query))
+
+
+def is_lone_character(word: str) -> bool:
+    """A one-character Latin letter or digit ("2" of "SARS-CoV-2", "s" of "Newton's"): in a
+    sentence it matches a large share of pages and says next to nothing (bm25s and
+    Lucene's classic analyser drop them too). CJK characters alone are words and stay."""
+    return len(word) == 1 and word.isascii()
+
+
 def stopword_search(query: Query) -> StopwordSearch:
     """The stopword part of a short query; empty for a long one or one without stopwords."""
     runs = _sequences(query)
@@ -85,9 +97,11 @@ def stopword_search(query: Query) -> StopwordSearch:
 
 
 def ignored_stopwords(query: Query) -> tuple[str, ...]:
-    """The stopwords of a long query, which are not searched: free words first, then phrase words."""
+    """The words of a long query which are not searched: its stopwords, free words first, then
+    phrase words, then its free one-character words (:func:`is_lone_character`)."""
     runs = _sequences(query)
     if not _is_sentence(runs):
         return ()
     stop = stopwords_of(query.read_as)  # English's alone when read as English ("")
-    return tuple(dict.fromkeys(w for run in runs for w in run if w in stop))
+    stopwords = [w for run in runs for w in run if w in stop]
+    return tuple(dict.fromkeys([*stopwords, *(w for w in runs[0] if is_lone_character(w))]))

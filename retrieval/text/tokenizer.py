@@ -34,14 +34,19 @@ ENGLISH_STOPWORDS: frozenset[str] = frozenset(
     wasn't we we'd we'll we're we've were weren't what what's when when's where where's
     which while who who's whom why why's with won't would wouldn't you you'd you'll
     you're you've your yours yourself yourselves""".replace("'", "").split()
-)
+) - frozenset("hell shell wed id ill shed".split())
+"""Minus the contractions that lose their apostrophe into a word of their own ("she'll" → ``shell``,
+"I'd" → ``id``, "I'll" → ``ill``, "she'd" → ``shed``): dropping those dropped "shell", "id()",
+"critically ill" and "vortex shedding" from every page and query (ANALYSIS_VERSION 4). ``well``
+stays a stopword: as often "as well as" as "we'll", and no more a subject word in either."""
 
 _APOSTROPHES = re.compile(r"(?<=\w)['’](?=\w)")
 _WORD = re.compile(r"[^\W_]+")
-ANALYSIS_VERSION = 3
+ANALYSIS_VERSION = 4
 """The version of what this module makes of text, recorded in every index built with it: 1 kept
 a run of Chinese, Japanese or Korean as one word; 2 splits it into character bigrams
-(DECISIONS 67); 3 keeps kana voiced marks (パ stays パ, was ハ; DECISIONS 79). An index of another
+(DECISIONS 67); 3 keeps kana voiced marks (パ stays パ, was ハ; DECISIONS 79); 4 keeps ``shell``,
+``id``, ``ill``, ``wed``, ``shed`` and ``hell`` (DECISIONS 83). An index of another
 version answers such queries wrongly and is named in ``/healthz`` until it is rebuilt."""
 MAX_TOKEN_CHARS = 64
 """Longer runs of letters are junk (base64, hashes) and would bloat the term dictionary."""

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import pytest
 
+from retrieval.index.lexical_query import scoring_terms
 from retrieval.text.analyzer import parse_query
 from retrieval.text.stopword_search import MAX_QUERY_WORDS, ignored_stopwords, stopword_search
 
@@ -52,3 +53,22 @@ def test_a_sentence_ignores_its_stopwords(extra: int) -> None:
 def test_the_limit_counts_phrase_words_too() -> None:
     assert stopword_search(parse_query('for "x y z"'))
     assert not stopword_search(parse_query('for "x y z w"'))
+
+
+def test_a_sentence_does_not_search_its_one_character_words() -> None:
+    query = parse_query("what drugs were tried against SARS-CoV-2 in animal studies")
+    assert "2" not in scoring_terms(query) and {"sar", "cov", "drug"} <= set(scoring_terms(query))
+    assert ignored_stopwords(query)[-1] == "2"
+
+
+def test_a_short_query_keeps_its_one_character_words() -> None:
+    assert set(scoring_terms(parse_query("c api"))) == {"c", "api"}
+
+
+def test_a_sentence_of_nothing_but_one_character_words_searches_them() -> None:
+    assert set(scoring_terms(parse_query("x y z w v"))) == {"x", "y", "z", "w", "v"}
+
+
+def test_a_phrase_keeps_its_one_character_words() -> None:
+    query = parse_query('what is new in "python 3 11" and after')
+    assert scoring_terms(query)["3"] == 1

@@ -36,3 +36,17 @@ def test_kana_keep_their_voiced_marks() -> None:
     assert words("パッケージ") == ["パッ", "ッケ", "ケー", "ージ"]
     assert len({fold(w) for w in ("パス", "バス", "ハス")}) == 3
     assert fold("ﾊﾟｯｹｰｼﾞ") == "パッケージ"  # half-width kana composed as typed full-width
+
+
+def test_words_that_contractions_fold_into_are_kept() -> None:
+    # "she'll" and "I'd" lose their apostrophe into shell and id, but shell and id are words.
+    assert analyze("shell command id() vortex shedding critically ill") == [
+        "shell",
+        "command",
+        "id",
+        "vortex",
+        "shed",
+        "critic",
+        "ill",
+    ]
+    assert analyze("as well as we'll see") == ["see"]

@@ -32,3 +32,13 @@ def test_half_the_bodies_go_the_same_way_for_a_seed(tmp_path: Path) -> None:
     kept = {i: t for i, t in bodies(tmp_path / "a").items() if t}
     assert all(t == f"body of document {i}" for i, t in kept.items())
     assert (tmp_path / "a" / "qrels" / "test.tsv").read_text() == (source / "qrels" / "test.tsv").read_text()
+
+
+def test_short_documents_keep_their_first_words_and_the_same_title_only_half(tmp_path: Path) -> None:
+    source = make_collection(tmp_path / "src")
+    title_only_variant(source, tmp_path / "title", seed=1)
+    short = title_only_variant(source, tmp_path / "short", seed=1, body_words=2)
+    titled, cut = bodies(tmp_path / "title"), bodies(tmp_path / "short")
+    assert {i for i, t in cut.items() if not t} == {i for i, t in titled.items() if not t}
+    assert short.title_only == sum(1 for t in titled.values() if not t)
+    assert all(cut[i] == "body of" for i, t in titled.items() if t)
