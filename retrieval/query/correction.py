@@ -41,9 +41,10 @@ class SpellingCorrector:
 
     def suggestion(
         self, generations: GenerationSet, raw: str, response: SearchResponse, budget: RequestBudget
-    ) -> tuple[str | None, bool]:
+    ) -> tuple[str | None, bool, bool]:
         """The speller's correction of ``raw``, leaving alone the words the live index holds,
-        and whether the index holds any of the query's words other than stopwords.
+        whether the index holds any of the query's words other than stopwords, and whether it
+        holds every one of them.
 
         The vocabulary is written when a generation is built; pages indexed in place since
         then bring words it lacks, which read as typos of known words ("lisp" for "list")
@@ -56,10 +57,10 @@ class SpellingCorrector:
         """
         with generations.using() as generation:
             if generation is None or generation.id != response.generation:
-                return None, True  # a publish since: the next search suggests for the new one
+                return None, True, True  # a publish since: the next search suggests for the new one
             speller = self.spellers.get(generation.id, vocabulary_file(generation.path))
             if speller is None or speller.suggest(raw) is None:
-                return None, True
+                return None, True, True
             query = self.parser.parse(SearchRequest(raw))
             freqs = generation.broker.term_doc_freqs(query, budget.until())
         indexed: dict[str, int] = {}
@@ -71,4 +72,5 @@ class SpellingCorrector:
             return indexed.get(terms[0], 0) if len(terms) == 1 else 0
 
         words = {t for text in (*query.terms, *query.phrases) for t in analysed(text)}
-        return speller.suggest(raw, indexed_df=indexed_df), any(indexed.get(t, 0) > 0 for t in words)
+        found = [indexed.get(t, 0) > 0 for t in words]
+        return speller.suggest(raw, indexed_df=indexed_df), any(found), all(found)

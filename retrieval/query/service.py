@@ -198,10 +198,11 @@ class SearchService:
         """One page of results, with a spelling suggestion or a rewrite (``spell=False``: neither).
 
         A query with a misspelt word gets ``suggestion``; when it also finds fewer than
-        ``spell_rewrite_below`` results (or none the index holds a non-stopword of: "if
-        statment" matching only headings with "if") and the correction finds more, the
-        correction's results are served instead, with ``rewritten_from`` naming what was
-        typed. A cursor continues whatever query it was made for, so it is never corrected.
+        ``spell_rewrite_below`` results, or holds a word no page has ("subproces run": the
+        pages found are those with "run" alone; "if statment" matching only headings with
+        "if"), and the correction finds more, the correction's results are served instead,
+        with ``rewritten_from`` naming what was typed. A cursor continues whatever query it was
+        made for, so it is never corrected.
 
         Example: ``service.search(SearchRequest("list comprehension", ranker="bm25"))``.
         """
@@ -210,15 +211,17 @@ class SearchService:
         raw = request.q
         if request.cursor or raw is None or not (request.spell and self.settings.spelling):
             return response
-        suggestion, words_found = self.spelling.suggestion(self.generations, raw, response, budget)
+        suggestion, any_found, all_found = self.spelling.suggestion(self.generations, raw, response, budget)
         if suggestion is None:
             return response
         # Results that only a short query's stopwords found ("if statment": pages with "if" in
-        # a heading) are not what was asked for: the correction is served as for no results.
+        # a heading), or that miss a word no page holds, are not what was asked for: the
+        # correction is served as for no results (DECISIONS 85).
         below = self.settings.spell_rewrite_below  # 0: never rewrite
-        if below > 0 and (response.total < below or not words_found):
+        if below > 0 and (response.total < below or not any_found or not all_found):
             rewritten = with_ignored_words(self._search(dataclasses.replace(request, q=suggestion)))
-            if rewritten.total > response.total:
+            # A word no page holds matched nothing: its correction ranks pages that have it first.
+            if rewritten.total > response.total or (not all_found and rewritten.total == response.total > 0):
                 took = response.took_ms + rewritten.took_ms
                 return dataclasses.replace(rewritten, rewritten_from=raw, took_ms=took)
         return dataclasses.replace(response, suggestion=suggestion)

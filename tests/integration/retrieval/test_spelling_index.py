@@ -149,9 +149,10 @@ def test_rewrite_only_below_the_result_threshold(tmp_path: Path) -> None:
         two_found = service.search(SearchRequest("sorting pythom"))  # 2 results < 3: rewritten
         assert two_found.rewritten_from == "sorting pythom" and two_found.total == 8
 
-        six_found = service.search(SearchRequest("release pythom"))  # 6 results: only a suggestion
-        assert six_found.rewritten_from is None and six_found.suggestion == "release python"
-        assert six_found.query.raw == "release pythom" and six_found.total == 6
+        # 6 results, but "pythom" is on no page: the pages found hold "release" only.
+        six_found = service.search(SearchRequest("release pythom"))
+        assert six_found.rewritten_from == "release pythom" and six_found.query.raw == "release python"
+        assert six_found.total == 6
 
         as_typed = service.search(SearchRequest("pythom", spell=False))
         assert as_typed.total == 0 and as_typed.suggestion is None and as_typed.rewritten_from is None
@@ -163,6 +164,23 @@ def test_rewrite_only_below_the_result_threshold(tmp_path: Path) -> None:
         assert offered.total == 0 and offered.rewritten_from is None and offered.suggestion == "python"
     finally:
         never.close()
+
+
+def test_a_rare_word_some_page_holds_is_only_suggested_a_correction(tmp_path: Path) -> None:
+    docs = [
+        make_doc(f"https://example.org/python-{i}", f"Python {i}", "python release notes") for i in range(30)
+    ] + [make_doc("https://example.org/typo", "Notes", "release notes for pythom users")]
+    index = tmp_path / "index"
+    build_index(docs, index)
+    service = SearchService.open(index, SearchSettings(cache_entries=0, spell_rewrite_below=3))
+    try:
+        held = service.search(SearchRequest("release pythom"))  # 31 results, every word on a page
+        assert held.rewritten_from is None and held.suggestion == "release python"
+        assert held.query.raw == "release pythom" and held.total == 31
+        missing = service.search(SearchRequest("notes pythonn"))  # "pythonn" is on no page
+        assert missing.rewritten_from == "notes pythonn" and missing.query.raw == "notes python"
+    finally:
+        service.close()
 
 
 def test_index_without_vocabulary_serves_without_suggestions(tmp_path: Path) -> None:
@@ -186,10 +204,22 @@ def client(index: Path) -> Iterator[httpx.Client]:
             yield c
 
 
-def test_api_returns_the_suggestion(client: httpx.Client) -> None:
+@pytest.fixture(scope="module")
+def suggesting_client(index: Path) -> Iterator[httpx.Client]:
+    """A service that never rewrites (``spell_rewrite_below = 0``): it only suggests."""
+    settings = Settings.model_validate({"search": {"deadline_s": 60.0, "spell_rewrite_below": 0}})
+    with ServerThread(create_app(settings, index_dir=index)) as server:
+        with httpx.Client(base_url=server.url, timeout=120) as c:
+            yield c
+
+
+def test_api_returns_the_suggestion(client: httpx.Client, suggesting_client: httpx.Client) -> None:
+    # "evnet" is on no page: the three results hold "asyncio" and "loop" only, so the correction is served.
     body = client.get("/v1/search", params={"q": "asyncio evnet loop"}).json()
-    assert body["total"] >= 3
-    assert body["suggestion"] == "asyncio event loop" and body["rewritten_from"] is None
+    assert body["rewritten_from"] == "asyncio evnet loop" and body["query"] == "asyncio event loop"
+    offered = suggesting_client.get("/v1/search", params={"q": "asyncio evnet loop"}).json()
+    assert offered["total"] >= 3
+    assert offered["suggestion"] == "asyncio event loop" and offered["rewritten_from"] is None
     rewritten = client.get("/v1/search", params={"q": "dictionnary"}).json()
     assert rewritten["rewritten_from"] == "dictionnary" and rewritten["query"] == "dictionary"
     assert rewritten["total"] > 0
@@ -197,9 +227,13 @@ def test_api_returns_the_suggestion(client: httpx.Client) -> None:
     assert exact["total"] == 0 and exact["rewritten_from"] is None and exact["suggestion"] is None
 
 
-def test_web_page_offers_the_correction_and_the_original(client: httpx.Client) -> None:
-    page = client.get("/", params={"q": "asyncio evnet loop"}).text
+def test_web_page_offers_the_correction_and_the_original(
+    client: httpx.Client, suggesting_client: httpx.Client
+) -> None:
+    page = suggesting_client.get("/", params={"q": "asyncio evnet loop"}).text
     assert 'id="suggestion"' in page and "asyncio event loop</a>?" in page
+    page = client.get("/", params={"q": "asyncio evnet loop"}).text
+    assert 'id="rewritten"' in page and "Showing results for <strong>asyncio event loop</strong>" in page
     page = client.get("/", params={"q": "dictionnary"}).text
     assert 'id="rewritten"' in page and "Showing results for <strong>dictionary</strong>" in page
     assert "q=dictionnary" in page and "spell=0" in page
