@@ -4,8 +4,10 @@ People type "default dict" for ``defaultdict``, "f-string" or "fstring" for what
 as "f-strings", "dataclass" where a page says "data class". The tokenizer cannot know which
 spelling a page used, so a query also searches the other spelling when the generation's
 vocabulary (surface words with their document frequency, :mod:`retrieval.index.vocabulary`)
-holds it: two adjacent typed words joined, a hyphenated word joined, or an unknown word
-split into two known ones (searched as a phrase). Each variant is a
+holds it: two adjacent typed words joined, a hyphenated word joined and as the phrase of its
+parts (its words are searched apart as well, so the phrase is what puts "f strings" and
+"F-Strings" ahead of pages with an "f" here and a "string" there), or an unknown word split
+into two known ones (searched as a phrase). Each variant is a
 :attr:`core.types.Query.expansions` entry, as a synonym is, so it adds to the typed words'
 scores instead of replacing them, and ``/explain`` shows it.
 """
@@ -49,9 +51,12 @@ def compound_variants(
             add(joined, JOIN_WEIGHT)
     for term in query.terms:
         if _HYPHENATED.match(term):
-            joined = "".join(words(term))
+            parts = words(term)
+            joined = "".join(parts)
             if df.get(joined, 0) >= min_df:
                 add(joined, JOIN_WEIGHT)
+            if all(df.get(part, 0) >= min_df for part in parts):
+                add(" ".join(parts), JOIN_WEIGHT)  # "f-string": also "f strings", "F-Strings"
     for word in typed:
         if df.get(word, 0) == 0:
             split = best_split(word, df, min_df=min_df)

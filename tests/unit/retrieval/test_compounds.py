@@ -33,6 +33,13 @@ def test_a_hyphenated_word_joins_and_a_rare_compound_is_not_enough() -> None:
     assert compound_variants(parse_query("f-string"), DF, min_df=4) == ()
 
 
+def test_a_hyphenated_word_is_also_the_phrase_of_its_parts_when_the_index_holds_them() -> None:
+    held = DF | {"f": 40, "string": 700}
+    assert compound_variants(parse_query("f-string"), held) == (("fstring", 1.0), ("f string", 1.0))
+    assert compound_variants(parse_query("f-string"), held | {"fstring": 0}) == (("f string", 1.0),)
+    assert compound_variants(parse_query("x-ray"), held) == ()  # neither "x" nor "ray" is held
+
+
 def test_an_unknown_word_splits_into_two_known_ones_as_a_phrase() -> None:
     assert best_split("dataclass", DF) == "data class"
     assert compound_variants(parse_query("dataclass"), DF) == ()  # a known word is left alone
