@@ -4,10 +4,12 @@ People type "default dict" for ``defaultdict``, "f-string" or "fstring" for what
 as "f-strings", "dataclass" where a page says "data class". The tokenizer cannot know which
 spelling a page used, so a query also searches the other spelling when the generation's
 vocabulary (surface words with their document frequency, :mod:`retrieval.index.vocabulary`)
-holds it: two adjacent typed words joined, a hyphenated word joined and as the phrase of its
-parts (its words are searched apart as well, so the phrase is what puts "f strings" and
-"F-Strings" ahead of pages with an "f" here and a "string" there), or an unknown word split
-into two known ones (searched as a phrase). Each variant is a
+holds it: two adjacent typed words joined, a hyphenated word joined and, in a query of a few
+keywords, as the phrase of its parts (its words are searched apart as well, so the phrase is
+what puts "f strings" and "F-Strings" ahead of pages with an "f" here and a "string" there;
+a sentence's "boundary-layer" and "two-dimensional" are not the point of it, and weighing
+them twice cost cranfield .011 nDCG@10), or an unknown word split into two known ones
+(searched as a phrase). Each variant is a
 :attr:`core.types.Query.expansions` entry, as a synonym is, so it adds to the typed words'
 scores instead of replacing them, and ``/explain`` shows it.
 """
@@ -19,6 +21,7 @@ import re
 from collections.abc import Mapping
 
 from core.types import Query
+from retrieval.text.stopword_search import is_sentence
 from retrieval.text.tokenizer import ENGLISH_STOPWORDS, words
 
 JOIN_WEIGHT = 1.0
@@ -37,6 +40,7 @@ def compound_variants(
     """The other spellings of ``query``'s free words that the vocabulary ``df`` holds, with weights."""
     typed = [w for term in query.terms for w in words(term)]
     have = set(typed)
+    keywords = not is_sentence(query)  # a sentence's hyphenated words are its grammar's too
     found: dict[str, float] = {}
 
     def add(text: str, weight: float) -> None:
@@ -55,7 +59,7 @@ def compound_variants(
             joined = "".join(parts)
             if df.get(joined, 0) >= min_df:
                 add(joined, JOIN_WEIGHT)
-            if all(df.get(part, 0) >= min_df for part in parts):
+            if keywords and all(df.get(part, 0) >= min_df for part in parts):
                 add(" ".join(parts), JOIN_WEIGHT)  # "f-string": also "f strings", "F-Strings"
     for word in typed:
         if df.get(word, 0) == 0:

@@ -38,6 +38,8 @@ def test_a_hyphenated_word_is_also_the_phrase_of_its_parts_when_the_index_holds_
     assert compound_variants(parse_query("f-string"), held) == (("fstring", 1.0), ("f string", 1.0))
     assert compound_variants(parse_query("f-string"), held | {"fstring": 0}) == (("f string", 1.0),)
     assert compound_variants(parse_query("x-ray"), held) == ()  # neither "x" nor "ray" is held
+    sentence = parse_query("how is an f-string formatted at run time")
+    assert compound_variants(sentence, held) == (("fstring", 1.0),)  # a sentence: no phrase
 
 
 def test_an_unknown_word_splits_into_two_known_ones_as_a_phrase() -> None:
