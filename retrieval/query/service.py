@@ -40,6 +40,7 @@ from retrieval.query.shard_backend import LocalShard, ShardBackend
 from retrieval.query.shared_cache import LayeredCache, open_shared_cache
 from retrieval.query.translations import with_translations
 from retrieval.text.compounds import with_compounds
+from retrieval.text.stopword_search import is_sentence
 
 logger = logging.getLogger(__name__)
 
@@ -198,9 +199,9 @@ class SearchService:
         """One page of results, with a spelling suggestion or a rewrite (``spell=False``: neither).
 
         A query with a misspelt word gets ``suggestion``; when it also finds fewer than
-        ``spell_rewrite_below`` results, or holds a word no page has ("subproces run": the
-        pages found are those with "run" alone; "if statment" matching only headings with
-        "if"), and the correction finds more, the correction's results are served instead,
+        ``spell_rewrite_below`` results, or is a few keywords one of which no page has
+        ("subproces run": the pages found are those with "run" alone; "if statment" matching
+        only headings with "if"), and the correction finds more, the correction's results are served instead,
         with ``rewritten_from`` naming what was typed. A cursor continues whatever query it was
         made for, so it is never corrected.
 
@@ -218,10 +219,11 @@ class SearchService:
         # a heading), or that miss a word no page holds, are not what was asked for: the
         # correction is served as for no results (DECISIONS 85).
         below = self.settings.spell_rewrite_below  # 0: never rewrite
-        if below > 0 and (response.total < below or not any_found or not all_found):
+        unheld = not all_found and not is_sentence(response.query)  # a sentence has words to spare
+        if below > 0 and (response.total < below or not any_found or unheld):
             rewritten = with_ignored_words(self._search(dataclasses.replace(request, q=suggestion)))
             # A word no page holds matched nothing: its correction ranks pages that have it first.
-            if rewritten.total > response.total or (not all_found and rewritten.total == response.total > 0):
+            if rewritten.total > response.total or (unheld and rewritten.total == response.total > 0):
                 took = response.took_ms + rewritten.took_ms
                 return dataclasses.replace(rewritten, rewritten_from=raw, took_ms=took)
         return dataclasses.replace(response, suggestion=suggestion)
