@@ -8,6 +8,7 @@ change, so a word indexed in place since the build is not corrected away (DECISI
 from __future__ import annotations
 
 from collections.abc import Mapping
+from dataclasses import dataclass
 
 from core.settings import SearchSettings
 from core.types import SearchResponse
@@ -17,6 +18,18 @@ from retrieval.index.lexical_query import analysed
 from retrieval.query.parsing import QueryParser
 from retrieval.query.request import RequestBudget, SearchRequest
 from retrieval.query.spelling import SpellerCache
+
+
+@dataclass(frozen=True, slots=True)
+class Suggestion:
+    """The speller's correction of a query, and how much of the query the live index holds."""
+
+    text: str | None
+    """The corrected query; None when there is nothing to correct."""
+    some_held: bool = True
+    """Some word of the query other than stopwords is on a page."""
+    all_held: bool = True
+    """Every such word is on a page."""
 
 
 class SpellingCorrector:
@@ -41,10 +54,9 @@ class SpellingCorrector:
 
     def suggestion(
         self, generations: GenerationSet, raw: str, response: SearchResponse, budget: RequestBudget
-    ) -> tuple[str | None, bool, bool]:
+    ) -> Suggestion:
         """The speller's correction of ``raw``, leaving alone the words the live index holds,
-        whether the index holds any of the query's words other than stopwords, and whether it
-        holds every one of them.
+        with whether the index holds some and every one of the query's words other than stopwords.
 
         The vocabulary is written when a generation is built; pages indexed in place since
         then bring words it lacks, which read as typos of known words ("lisp" for "list")
@@ -57,10 +69,10 @@ class SpellingCorrector:
         """
         with generations.using() as generation:
             if generation is None or generation.id != response.generation:
-                return None, True, True  # a publish since: the next search suggests for the new one
+                return Suggestion(None)  # a publish since: the next search suggests for the new one
             speller = self.spellers.get(generation.id, vocabulary_file(generation.path))
             if speller is None or speller.suggest(raw) is None:
-                return None, True, True
+                return Suggestion(None)
             query = self.parser.parse(SearchRequest(raw))
             freqs = generation.broker.term_doc_freqs(query, budget.until())
         indexed: dict[str, int] = {}
@@ -72,5 +84,5 @@ class SpellingCorrector:
             return indexed.get(terms[0], 0) if len(terms) == 1 else 0
 
         words = {t for text in (*query.terms, *query.phrases) for t in analysed(text)}
-        found = [indexed.get(t, 0) > 0 for t in words]
-        return speller.suggest(raw, indexed_df=indexed_df), any(found), all(found)
+        held = [indexed.get(t, 0) > 0 for t in words]
+        return Suggestion(speller.suggest(raw, indexed_df=indexed_df), any(held), all(held))

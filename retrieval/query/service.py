@@ -212,15 +212,16 @@ class SearchService:
         raw = request.q
         if request.cursor or raw is None or not (request.spell and self.settings.spelling):
             return response
-        suggestion, any_found, all_found = self.spelling.suggestion(self.generations, raw, response, budget)
+        found = self.spelling.suggestion(self.generations, raw, response, budget)
+        suggestion = found.text
         if suggestion is None:
             return response
         # Results that only a short query's stopwords found ("if statment": pages with "if" in
         # a heading), or that miss a word no page holds, are not what was asked for: the
         # correction is served as for no results (DECISIONS 85).
         below = self.settings.spell_rewrite_below  # 0: never rewrite
-        unheld = not all_found and not is_sentence(response.query)  # a sentence has words to spare
-        if below > 0 and (response.total < below or not any_found or unheld):
+        unheld = not found.all_held and not is_sentence(response.query)  # a sentence has words to spare
+        if below > 0 and (response.total < below or not found.some_held or unheld):
             rewritten = with_ignored_words(self._search(dataclasses.replace(request, q=suggestion)))
             # A word no page holds matched nothing: its correction ranks pages that have it first.
             if rewritten.total > response.total or (unheld and rewritten.total == response.total > 0):
