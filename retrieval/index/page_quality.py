@@ -22,8 +22,11 @@ TIERS: tuple[float, ...] = (0.85, 0.7, 0.55)
 KIND_DEMOTED = "demoted"
 """Value of the shard's ``kind`` field on every page with a tier (what the full-score branch excludes)."""
 DENSE_FROM = 0.3
+"""Link density up to which a page keeps full quality (content pages with many cross-references)."""
 DENSE_TO = 0.8
+"""Link density from which a page is at the lowest tier (index pages are .84 to .99)."""
 NEAR_EMPTY_WORDS = 20
+"""A crawled page of fewer words says next to nothing (a stub, a redirect notice, a search form)."""
 
 
 def tier_kind(tier: float) -> str:
@@ -55,14 +58,12 @@ def quality_of(doc: Document) -> PageQuality:
 def page_quality(words: int, link_words: int, *, crawled: bool) -> PageQuality:
     """The quality of a page of ``words`` words, ``link_words`` of them inside links."""
     density = min(link_words / words, 1.0) if words else 0.0
-    raw = 1.0 - 0.45 * min(max((density - DENSE_FROM) / (DENSE_TO - DENSE_FROM), 0.0), 1.0)
-    reasons: list[str] = []
-    if raw < 1.0:
-        reasons.append(f"{density:.0%} of its words are links")
+    by_links = _tier(1.0 - 0.45 * min(max((density - DENSE_FROM) / (DENSE_TO - DENSE_FROM), 0.0), 1.0))
+    score, reasons = by_links, [f"{density:.0%} of its words are links"] if by_links < 1.0 else []
     if crawled and words < NEAR_EMPTY_WORDS:
-        raw = min(raw, 0.7)
+        score = min(score, 0.7)
         reasons.append(f"near empty ({words} words)")
-    return PageQuality(_tier(raw), round(density, 4), tuple(reasons))
+    return PageQuality(score, round(density, 4), tuple(reasons))
 
 
 def _tier(raw: float) -> float:

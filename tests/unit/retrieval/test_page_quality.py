@@ -41,3 +41,8 @@ def test_a_collection_record_without_links_is_at_full_quality() -> None:
     assert quality_of(record).score == 1.0
     page = Document(doc_id=DocId(2), url="http://site.test/stub", title="Stub", body="moved")
     assert quality_of(page).score == 0.7
+
+
+def test_a_page_kept_at_full_quality_gives_no_reason() -> None:
+    kept = page_quality(100, 35, crawled=True)  # density .35: nearer 1 than the first tier
+    assert kept.score == 1.0 and kept.reasons == () and kept.kinds == ()
