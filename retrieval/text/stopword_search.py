@@ -67,7 +67,7 @@ def is_sentence(query: Query) -> bool:
 
 
 def is_lone_character(word: str) -> bool:
-    """A one-character Latin letter or digit ("2" of "SARS-CoV-2", "s" of "Newton's"): in a
+    """A one-character Latin letter or digit ("2" of "SARS-CoV-2", "x" of "x and y axes"): in a
     sentence it matches a large share of pages and says next to nothing (bm25s and
     Lucene's classic analyser drop them too). CJK characters alone are words and stay."""
     return len(word) == 1 and word.isascii()
