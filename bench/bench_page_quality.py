@@ -2,9 +2,11 @@
 the same pages indexed without (every page at quality 1), the same queries, in one run.
 
     python bench/bench_page_quality.py --corpus data/eval-crawl/pydocs --queries 600
+    python bench/bench_page_quality.py --synthetic 50000   # one page in fifty a listing
 
-A shard with demoted pages scores through one branch per tier (retrieval.index.lexical_query);
-this measures that against the plain query, alternating the two indexes over three rounds.
+A shard with demoted pages ranks a window of plain BM25 hits by BM25 × quality
+(retrieval.index.lexical); this measures that against the plain search of an index without
+demoted pages, alternating the two indexes over three rounds.
 """
 
 from __future__ import annotations
@@ -48,10 +50,19 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--corpus", type=Path, default=REPO / "data" / "eval-crawl" / "pydocs")
     parser.add_argument("--queries", type=int, default=600)
+    parser.add_argument("--synthetic", type=int, help="N synthetic pages (bench/synth_corpus.py) instead.")
     args = parser.parse_args()
     dataset = BeirDataset.open(args.corpus)
-    docs = list(dataset.iter_documents())
     queries = list(dataset.queries().values())[: args.queries]
+    if args.synthetic:
+        from bench.synth_corpus import synthetic_documents  # lazy: only this mode reads the collections
+
+        synthetic = synthetic_documents(args.synthetic, REPO.parent / "shared" / "data" / "eval")
+        # Every fiftieth page a listing: all of its words inside links.
+        docs = [dataclasses.replace(d, link_words=len(d.body.split())) if i % 50 == 0 else d
+                for i, d in enumerate(synthetic)]  # fmt: skip
+    else:
+        docs = list(dataset.iter_documents())
     settings = SearchSettings(use_vectors=False, cache_entries=0, spelling=False)
     with tempfile.TemporaryDirectory() as tmp:
         build_index(docs, Path(tmp) / "tiers")

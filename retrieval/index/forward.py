@@ -45,7 +45,9 @@ SIDE_CHARS = 600
 ANCHORS_KEPT = 50
 """Anchor texts a document keeps (the stored payload keeps as many)."""
 
-_STATICS = ("doc_words", "url_depth", "pagerank", "when", "lang", "dup_cluster_size")
+_STATICS = ("doc_words", "url_depth", "pagerank", "when", "lang", "dup_cluster_size", "quality")
+_OPTIONAL_STATICS = frozenset({"quality"})
+"""Statics a forward index written before them lacks: read as absent (every page at quality 1)."""
 
 
 def url_depth(url: str) -> int:
@@ -129,6 +131,7 @@ class ForwardWriter:
         published_at: float | None,
         fetched_at: float | None,
         dup_cluster_size: int,
+        quality: float = 1.0,
     ) -> None:
         texts = feature_texts(
             title, headings, body, anchors, body_chars=self.body_chars, side_chars=self.side_chars
@@ -147,6 +150,7 @@ class ForwardWriter:
         s["when"].append(math.nan if when is None else float(when))
         s["lang"].append(self._langs.setdefault(lang, len(self._langs)))
         s["dup_cluster_size"].append(int(dup_cluster_size))
+        s["quality"].append(float(quality))
 
     def write(self) -> None:
         d = self.directory
@@ -162,7 +166,7 @@ class ForwardWriter:
         counts = np.concatenate(self._prf_counts) if self._prf_counts else np.zeros(0, dtype=np.int32)
         np.save(forward_array(d, f"{PRF}.counts"), counts.astype(np.int32, copy=False))
         np.save(forward_array(d, "doc_ids"), np.asarray(self._doc_ids, dtype=np.uint64))
-        dtypes = {"when": np.float64, "pagerank": np.float64, "lang": np.int32}
+        dtypes = {"when": np.float64, "pagerank": np.float64, "lang": np.int32, "quality": np.float64}
         for name, values in self._statics.items():
             np.save(forward_array(d, name), np.asarray(values, dtype=dtypes.get(name, np.int64)))
         terms = list(self._terms)
@@ -221,7 +225,14 @@ class ForwardIndex:
         self.doc_ids = load("doc_ids")
         self._order = np.argsort(self.doc_ids, kind="stable")
         self._sorted_ids = np.asarray(self.doc_ids)[self._order]
-        self._statics = {name: load(name) for name in _STATICS}
+        self._statics = {
+            name: load(name)
+            for name in _STATICS
+            if name not in _OPTIONAL_STATICS or forward_array(self.directory, name).exists()
+        }
+        quality = self._statics.get("quality")
+        self.demoted = quality is not None and bool(np.any(quality < 1.0))
+        """Some page here has a quality below 1 (``retrieval.index.page_quality``)."""
         self.term_hashes = load("term_hashes")
         self.terms: tuple[str, ...] = tuple(forward_terms(self.directory).read_text().splitlines())
         self._term_ids = {t: i for i, t in enumerate(self.terms)}
@@ -284,6 +295,18 @@ class ForwardIndex:
 
     def static(self, name: str, rows: NDArray[np.int64]) -> NDArray[Any]:
         return np.asarray(self._statics[name][rows])
+
+    def quality(self, doc_ids: Sequence[int]) -> NDArray[np.float64]:
+        """Each document's static quality: 1 where this index has none (written before it, a
+        document updated in place since, or one this shard lacks)."""
+        out = np.ones(len(doc_ids), dtype=np.float64)
+        stored = self._statics.get("quality")
+        if stored is None or not self.demoted:
+            return out
+        rows = self.rows(doc_ids)
+        found = rows >= 0
+        out[found] = np.asarray(stored[rows[found]], dtype=np.float64)
+        return out
 
 
 def read_stale(directory: Path) -> NDArray[np.uint64]:

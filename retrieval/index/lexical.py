@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import tantivy
 
 from core.errors import IndexDamaged, IndexStateError
@@ -24,7 +25,6 @@ from retrieval.index.integrity import check_lexical, describe
 from retrieval.index.layout import forward_dir
 from retrieval.index.lexical_query import FieldBoosts, LexicalQueryBuilder, stat_terms
 from retrieval.index.lexical_schema import LENGTH_FIELDS, TEXT_FIELDS, read_lexical_manifest, read_sections
-from retrieval.index.page_quality import KIND_DEMOTED
 from retrieval.text.stopword_search import CAPTIONS_FIELD
 
 DF_CACHE_TERMS = 100_000
@@ -90,6 +90,10 @@ def _doc_id(value: object) -> DocId:
     return DocId(value)
 
 
+_MAX_QUALITY_WINDOW = 16_384
+"""The most plain-BM25 hits searched to place demoted pages exactly (a page rarely needs 2x)."""
+
+
 class LexicalShard:
     """A read-only Tantivy shard: search, fetch stored documents, per-field scores."""
 
@@ -118,16 +122,16 @@ class LexicalShard:
         self._local_n = int(self._searcher.num_docs)
         self._df: dict[tuple[str, str], int] = {}
         self._addresses: dict[DocId, Any] = {}
-        demoted = int(self._searcher.doc_freq("kind", KIND_DEMOTED)) > 0
-        self._queries = LexicalQueryBuilder(
-            self._index.schema, self._live_fields, self._idf_ratio, demoted=demoted
-        )
+        self._queries = LexicalQueryBuilder(self._index.schema, self._live_fields, self._idf_ratio)
         try:
             self.forward = ForwardIndex.open_if_present(forward_dir(self.path))
         except (OSError, ValueError, KeyError) as exc:
             raise IndexStateError(f"Cannot open the forward index of {self.path}: {exc}") from exc
         """The shard's forward index (None in an index built before it existed: features then
         come from the stored documents, see :mod:`retrieval.index.lexical_writer`)."""
+        self._demoted = self.forward is not None and self.forward.demoted
+        """Some page here has a quality below 1: its BM25 is multiplied by it (search, and every
+        score of a document set), from the forward index's ``quality`` static."""
 
     @property
     def num_docs(self) -> int:
@@ -199,6 +203,8 @@ class LexicalShard:
         tq = self.build_query(query, stats=stats)
         if tq is None or k <= 0:
             return LexicalResult(0, (), ())
+        if self._demoted:
+            return self._search_with_quality(tq, k, offset)
         result = self._searcher.search(tq, limit=k, count=True, offset=offset)
         addresses = [address for _, address in result.hits]
         ids = self._searcher.fast_field_values("doc_id", addresses) if addresses else []
@@ -208,6 +214,45 @@ class LexicalShard:
         )
         self._remember(hits, addresses)
         return LexicalResult(int(getattr(result, "count", 0) or 0), hits, tuple(addresses))
+
+    def _search_with_quality(self, tq: tantivy.Query, k: int, offset: int) -> LexicalResult:
+        """The top ``k`` after ``offset`` by BM25 × the page's quality, exactly.
+
+        Quality is at most 1, so a page outside the plain top ``n`` scores at most the ``n``-th
+        plain score: once that is below the ``offset + k``-th rescored score, no page further
+        down can enter. The window starts at three times what the page needs (one pass for the
+        queries measured, bench/results/page-quality.md) and doubles until it holds. Ties keep
+        Tantivy's order."""
+        wanted = offset + k
+        window = 3 * wanted + 1
+        while True:
+            result = self._searcher.search(tq, limit=window, count=True)
+            addresses = [address for _, address in result.hits]
+            ids = (
+                [_doc_id(d) for d in self._searcher.fast_field_values("doc_id", addresses)]
+                if addresses
+                else []
+            )
+            quality = self.forward.quality(ids) if self.forward is not None else np.ones(len(ids))
+            rescored = sorted(
+                (
+                    (float(score) * float(q), i)
+                    for i, ((score, _), q) in enumerate(zip(result.hits, quality, strict=True))
+                ),
+                key=lambda pair: -pair[0],
+            )
+            exhausted = len(result.hits) < window
+            # <=: a page further down scores at most the window's last plain score, so it could
+            # only tie, and ties keep Tantivy's order; the cap bounds a pathological top.
+            settled = len(rescored) >= wanted and float(result.hits[-1][0]) <= rescored[wanted - 1][0]
+            if exhausted or settled or window >= _MAX_QUALITY_WINDOW:
+                break
+            window *= 2
+        page = rescored[offset:wanted]
+        hits = tuple(ScoredDoc(ids[i], score) for score, i in page)
+        kept = [addresses[i] for _, i in page]
+        self._remember(hits, kept)
+        return LexicalResult(int(getattr(result, "count", 0) or 0), hits, tuple(kept))
 
     def facet_counts(self, query: Query, field: str) -> dict[str, int]:
         """How many documents the query matches hold each term of ``field`` (a facet)."""
@@ -239,8 +284,14 @@ class LexicalShard:
         )
         result = self._searcher.search(restricted, limit=limit, count=False)
         addresses = [a for _, a in result.hits]
-        ids = self._searcher.fast_field_values("doc_id", addresses) if addresses else []
-        return [(_doc_id(doc_id), float(score)) for (score, _), doc_id in zip(result.hits, ids, strict=True)]
+        ids = [_doc_id(d) for d in self._searcher.fast_field_values("doc_id", addresses)] if addresses else []
+        if not self._demoted or self.forward is None:
+            return [(doc_id, float(score)) for (score, _), doc_id in zip(result.hits, ids, strict=True)]
+        quality = self.forward.quality(ids)  # as search() scores them (retrieval.index.page_quality)
+        return [
+            (doc_id, float(score) * float(q))
+            for (score, _), doc_id, q in zip(result.hits, ids, quality, strict=True)
+        ]
 
     def matching(
         self, query: Query, doc_ids: Sequence[DocId], *, stats: CorpusStats | None = None

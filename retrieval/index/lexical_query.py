@@ -21,7 +21,6 @@ from core.settings import SearchSettings
 from core.types import DocId, Query
 from retrieval.index.collection_stats import CorpusStats
 from retrieval.index.lexical_schema import TEXT_FIELDS
-from retrieval.index.page_quality import KIND_DEMOTED, TIERS, tier_kind
 from retrieval.text.function_words import function_tokens
 from retrieval.text.stopword_search import (
     CAPTION_WEIGHT,
@@ -105,17 +104,8 @@ class FieldBoosts:
 class LexicalQueryBuilder:
     """The Tantivy queries of one shard: scoring clauses, caption clauses, filters, id sets."""
 
-    def __init__(
-        self,
-        schema: tantivy.Schema,
-        live_fields: frozenset[str],
-        idf_ratio: IdfRatio,
-        *,
-        demoted: bool = False,
-    ) -> None:
+    def __init__(self, schema: tantivy.Schema, live_fields: frozenset[str], idf_ratio: IdfRatio) -> None:
         self._schema = schema
-        self._demoted = demoted
-        """Some page of the shard has a quality tier (without one, scores need no branches)."""
         self._live_fields = live_fields
         """Fields some document of the shard has: the others would score nothing."""
         self._idf_ratio = idf_ratio
@@ -147,28 +137,6 @@ class LexicalQueryBuilder:
                 for p, f in zip(parts, fields, strict=True)
             ]
         return tantivy.Query.boolean_query([(tantivy.Occur.Should, p) for p in parts])
-
-    def with_quality(self, scoring: tantivy.Query) -> tantivy.Query:
-        """``scoring`` with each demoted page's score multiplied by its quality tier
-        (:mod:`retrieval.index.page_quality`): one branch for the pages at full quality and one
-        per tier, each page in exactly one, the tier's term scoring nothing. An index built
-        before tiers has no demoted page; its scores are those of ``scoring``."""
-        if not self._demoted:
-            return scoring
-        zero = tantivy.Query.const_score_query
-        must, must_not = tantivy.Occur.Must, tantivy.Occur.MustNot
-        branches = [
-            (
-                tantivy.Occur.Should,
-                tantivy.Query.boolean_query([(must, scoring), (must_not, self.term("kind", KIND_DEMOTED))]),
-            )
-        ]
-        for tier in TIERS:
-            tiered = tantivy.Query.boolean_query(
-                [(must, scoring), (must, zero(self.term("kind", tier_kind(tier)), 0.0))]
-            )
-            branches.append((tantivy.Occur.Should, tantivy.Query.boost_query(tiered, tier)))
-        return tantivy.Query.boolean_query(branches)
 
     def filters(self, query: Query) -> list[tuple[Any, tantivy.Query]]:
         """The query's site, lang and filetype filters and its excluded terms, scoring nothing."""
@@ -230,7 +198,7 @@ class LexicalQueryBuilder:
         # clauses would turn optional and let filter-only matches through.
         clauses: list[tuple[Any, tantivy.Query]] = []
         if should:
-            clauses.append((tantivy.Occur.Must, self.with_quality(tantivy.Query.boolean_query(should))))
+            clauses.append((tantivy.Occur.Must, tantivy.Query.boolean_query(should)))
         for phrase in query.phrases:
             tokens = analysed(phrase)
             if tokens and boosts:

@@ -75,8 +75,8 @@ class LexicalShardWriter:
         self._changed_in_place: set[int] = set()
         """Documents replaced or deleted by in-place updates: stale in the shard's forward index."""
 
-    def _document(self, doc: Document) -> tuple[tantivy.Document, str]:
-        """The Tantivy document of ``doc`` and its normalised body; counts its field lengths."""
+    def _document(self, doc: Document) -> tuple[tantivy.Document, str, float]:
+        """The Tantivy document of ``doc``, its normalised body and its quality; counts its field lengths."""
         # Whitespace is normalised once here so snippets need not do it per query.
         body = " ".join(doc.body[:MAX_BODY_CHARS].split())
         headings = " \n".join(doc.headings)[:MAX_HEADINGS_CHARS]
@@ -110,8 +110,6 @@ class LexicalShardWriter:
             self._nonempty[name] += bool(tokens)
             self.field_tokens[name] += tokens.count(" ") + 1 if tokens else 0
         quality = quality_of(doc)
-        for kind in quality.kinds:
-            tdoc.add_text("kind", kind)
         tdoc.add_float("pagerank", float(doc.pagerank))
         tdoc.add_float("published_at", float(doc.published_at or 0.0))
         tdoc.add_unsigned("body_words", body_tokens.count(" ") + 1 if body_tokens else 0)
@@ -143,10 +141,10 @@ class LexicalShardWriter:
         if sections := stored_sections(doc.sections, doc.body, body):
             payload["sections"] = sections
         tdoc.add_bytes("payload", json.dumps(payload, ensure_ascii=False).encode("utf-8"))
-        return tdoc, body
+        return tdoc, body, quality.score
 
     def add(self, doc: Document) -> None:
-        tdoc, body = self._document(doc)
+        tdoc, body, quality = self._document(doc)
         self._writer.add_document(tdoc)
         self.forward.add(
             int(doc.doc_id),
@@ -160,6 +158,7 @@ class LexicalShardWriter:
             published_at=doc.published_at,
             fetched_at=doc.fetched_at,
             dup_cluster_size=int(doc.dup_cluster_size),
+            quality=quality,
         )
         self.count += 1
 
@@ -182,7 +181,7 @@ class LexicalShardWriter:
     def replace(self, doc: Document) -> dict[str, int]:
         """Index ``doc`` in place of any earlier version; returns its tokens per text field."""
         before = dict(self.field_tokens)
-        tdoc, _ = self._document(doc)
+        tdoc, _, _ = self._document(doc)  # its quality counts from the next build (stale in forward)
         self.delete(int(doc.doc_id))
         self._writer.add_document(tdoc)
         return {name: self.field_tokens[name] - before[name] for name in LENGTH_FIELDS}

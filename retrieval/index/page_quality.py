@@ -5,10 +5,11 @@ An index, a table of contents or a listing page ("File and Directory Access", Sp
 page it links to. Its main content is almost all link text (link density .6 to 1.0 on the
 Python docs, where the median page has .04), so a page's quality falls from 1 at density
 .3 to .55 at .8 and above; a crawled page of fewer than :data:`NEAR_EMPTY_WORDS` words
-is near empty and is worth .7 at most. The score is stored with the document as one of a
-few tiers and multiplies its BM25 (``retrieval.index.lexical_query``), so hybrid and LTR
-see the demoted score too. Thresholds were read off the Python docs' link densities, not
-tuned on any judged query. Corpus records without links (cranfield, cisi) score 1.
+is near empty and is worth .7 at most. The score, one of a few tiers, is stored with the
+document (the forward index's ``quality`` static) and multiplies its BM25 wherever a shard
+scores it (``retrieval.index.lexical``), so hybrid and LTR see the demoted score too.
+Thresholds were read off the Python docs' link densities, not tuned on any judged query.
+Corpus records without links (cranfield, cisi) score 1.
 """
 
 from __future__ import annotations
@@ -19,19 +20,12 @@ from core.types import Document
 
 TIERS: tuple[float, ...] = (0.85, 0.7, 0.55)
 """The demoted tiers, best first; a page at none of them has quality 1."""
-KIND_DEMOTED = "demoted"
-"""Value of the shard's ``kind`` field on every page with a tier (what the full-score branch excludes)."""
 DENSE_FROM = 0.3
 """Link density up to which a page keeps full quality (content pages with many cross-references)."""
 DENSE_TO = 0.8
 """Link density from which a page is at the lowest tier (index pages are .84 to .99)."""
 NEAR_EMPTY_WORDS = 20
 """A crawled page of fewer words says next to nothing (a stub, a redirect notice, a search form)."""
-
-
-def tier_kind(tier: float) -> str:
-    """The ``kind`` term a tier is indexed as: ``quality-55`` for .55."""
-    return f"quality-{round(tier * 100)}"
 
 
 @dataclass(frozen=True, slots=True)
@@ -41,11 +35,6 @@ class PageQuality:
     link_density: float
     """Words of the main content inside links over its words (0 for a page without words)."""
     reasons: tuple[str, ...] = ()
-
-    @property
-    def kinds(self) -> tuple[str, ...]:
-        """What the page adds to the shard's ``kind`` field (none at full quality)."""
-        return () if self.score >= 1.0 else (KIND_DEMOTED, tier_kind(self.score))
 
 
 def quality_of(doc: Document) -> PageQuality:

@@ -51,14 +51,12 @@ def bm25_breakdown(broker: Broker, query: Query, doc_id: DocId, shard_id: int) -
         for terms, phrases in alone
     ]
     boosts = dict(shard.lexical.boosts.items())
-    stored = shard.lexical.stored(doc_id)
-    quality = stored.quality if stored is not None else 1.0  # the field queries have it; captions not
     out: dict[str, dict[str, float]] = {}
     for label, part in parts:
         stats = broker.stats(part, time.perf_counter() + _STATS_DEADLINE_S)
         scores = shard.lexical.field_scores(part, [doc_id], stats=stats)
         cells = {
-            f: boosts.get(f, 1.0) * scores[f][doc_id]  # the page's quality is in them already
+            f: boosts.get(f, 1.0) * scores[f][doc_id]  # the page's quality is in them, as in its BM25
             for f in TEXT_FIELDS
             if scores.get(f, {}).get(doc_id, 0.0) > 0.0
         }
@@ -67,5 +65,5 @@ def bm25_breakdown(broker: Broker, query: Query, doc_id: DocId, shard_id: int) -
     # A short query's stopwords score in titles and headings only (retrieval.text.stopword_search).
     stats = broker.stats(query, time.perf_counter() + _STATS_DEADLINE_S)
     for label, score in shard.lexical.caption_scores(query, doc_id, stats=stats).items():
-        out.setdefault(label, {})[CAPTIONS_FIELD] = quality * score
+        out.setdefault(label, {})[CAPTIONS_FIELD] = score
     return out

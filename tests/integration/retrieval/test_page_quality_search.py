@@ -22,6 +22,7 @@ from retrieval.index.build import build_index
 from retrieval.index.page_quality import quality_of
 from retrieval.query.request import SearchRequest
 from retrieval.query.service import SearchService
+from tests.fixtures.docs import make_doc
 
 DEMO = Path("/usr/share/doc/python3.11/html")
 pytestmark = pytest.mark.skipif(not DEMO.exists(), reason="python3.11-doc is not installed")
@@ -97,3 +98,42 @@ def test_the_page_that_answers_comes_before_the_listing_that_names_it(indexes: t
     # Gently: asked for by its own name, the listing still comes first.
     by_name, _ = _scores(rated, "file and directory access")
     assert max(by_name, key=by_name.__getitem__) == listing
+
+
+def _ranked(index: Path, q: str, *, size: int, pages: int) -> list[tuple[str, float]]:
+    service = SearchService.open(index, SearchSettings(use_vectors=False, cache_entries=0, spelling=False))
+    try:
+        out: list[tuple[str, float]] = []
+        for page in range(1, pages + 1):
+            response = service.search(SearchRequest(q, ranker="bm25", size=size, page=page))
+            out.extend((h.url, h.score) for h in response.hits)
+        return out
+    finally:
+        service.close()
+
+
+def test_demoted_pages_take_their_exact_place_on_every_page_of_results(tmp_path: Path) -> None:
+    # Forty pages about gardens, every third a listing whose words are all links (quality .55),
+    # of varied lengths so their plain scores interleave with the others'.
+    docs = [
+        make_doc(
+            f"http://garden.test/{i}",
+            f"Garden notes {i}",
+            " ".join(["garden roses pruning"] * (1 + i % 7) + ["soil compost mulch water"] * (5 + i % 5)),
+        )
+        for i in range(40)
+    ]
+    docs = [
+        dataclasses.replace(d, link_words=len(d.body.split())) if i % 3 == 0 else d
+        for i, d in enumerate(docs)
+    ]
+    build_index(docs, tmp_path / "rated")
+    build_index([dataclasses.replace(d, link_words=0) for d in docs], tmp_path / "plain")
+    plain = dict(_ranked(tmp_path / "plain", "garden roses", size=50, pages=1))
+    quality = {d.url: quality_of(d).score for d in docs}
+    expected = sorted(plain, key=lambda url: -plain[url] * quality[url])
+    assert {quality[u] for u in expected} == {1.0, 0.55} and len(expected) == 40
+    paged = _ranked(tmp_path / "rated", "garden roses", size=7, pages=6)
+    assert [url for url, _ in paged] == expected
+    for url, score in paged:
+        assert score == pytest.approx(plain[url] * quality[url], rel=1e-6)

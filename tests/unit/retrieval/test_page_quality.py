@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from core.types import DocId, Document
-from retrieval.index.page_quality import KIND_DEMOTED, TIERS, page_quality, quality_of, tier_kind
+from retrieval.index.page_quality import TIERS, page_quality, quality_of
 
 
 @pytest.mark.parametrize(
@@ -16,13 +16,13 @@ def test_quality_falls_with_link_density_in_tiers(link_words: int, score: float)
     quality = page_quality(100, link_words, crawled=True)
     assert quality.score == score
     assert quality.link_density == link_words / 100
-    assert (quality.kinds == ()) == (score == 1.0)
+    assert (quality.reasons == ()) == (score == 1.0)
 
 
-def test_a_demoted_page_says_why_and_which_tier() -> None:
+def test_a_demoted_page_says_why() -> None:
     quality = page_quality(1000, 980, crawled=True)
     assert quality.reasons == ("98% of its words are links",)
-    assert quality.kinds == (KIND_DEMOTED, tier_kind(0.55)) == ("demoted", "quality-55")
+    assert quality.score == 0.55
 
 
 def test_a_near_empty_crawled_page_is_demoted_but_a_short_record_is_not() -> None:
@@ -45,4 +45,4 @@ def test_a_collection_record_without_links_is_at_full_quality() -> None:
 
 def test_a_page_kept_at_full_quality_gives_no_reason() -> None:
     kept = page_quality(100, 35, crawled=True)  # density .35: nearer 1 than the first tier
-    assert kept.score == 1.0 and kept.reasons == () and kept.kinds == ()
+    assert kept.score == 1.0 and kept.reasons == ()
