@@ -12,6 +12,7 @@ from fastapi import Request
 from core.errors import BadParameter, ConfigError
 from crawl.run.inspect import inspect_url
 from crawl.urls import canonicalize_url
+from retrieval.index.page_quality import describe
 from retrieval.query.service import SearchService
 
 
@@ -50,10 +51,9 @@ def inspection(request: Request, service: SearchService, url: str) -> dict[str, 
     report["generation"] = service.generation.id
     if located is not None:
         report["doc_id"], report["shard"] = str(int(located[0])), located[1]
-        stored = service.generation.broker.fetch({located[1]: [located[0]]}, time.perf_counter() + 2.0)
+        until = time.perf_counter() + service.settings.deadline_s
+        stored = service.generation.broker.fetch({located[1]: [located[0]]}, until)
         if (doc := stored.get(located[0])) is not None:
-            reasons = ", ".join(doc.quality_reasons) or "not an index, listing or near-empty page"
-            report["page_quality"] = (
-                f"{doc.quality:g} ({reasons}; {doc.link_density:.0%} of its words are links)"
-            )
+            shown = describe(doc.quality, doc.quality_reasons)
+            report["page_quality"] = f"{shown}; {doc.link_density:.0%} of its words are links"
     return report

@@ -96,8 +96,7 @@ def inspect_command(
     if lang is not None:
         table.add_row("Language", lang or "none (not declared, too little text to identify)")
     if quality is not None:
-        reasons = ", ".join(quality.reasons) or "not an index, listing or near-empty page"
-        table.add_row("Page quality", f"{quality.score:g} ({reasons})")
+        table.add_row("Page quality", _described(quality))
     if blocked is not None:
         table.add_row("Block list", blocked)
     if indexed is not None:
@@ -134,6 +133,13 @@ def _quality(doc: Document) -> PageQuality:
     from retrieval.index.page_quality import quality_of
 
     return quality_of(doc)
+
+
+def _described(quality: PageQuality) -> str:
+    # lazy: crawl workers import this module, and no retrieval code (tests/unit/cli/test_crawl_imports.py)
+    from retrieval.index.page_quality import describe
+
+    return describe(quality.score, quality.reasons)
 
 
 def _freshness(canonical_url: str, index: Path) -> dict[str, object] | None:

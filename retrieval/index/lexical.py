@@ -14,7 +14,6 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import numpy as np
 import tantivy
 
 from core.errors import IndexDamaged, IndexStateError
@@ -129,9 +128,9 @@ class LexicalShard:
             raise IndexStateError(f"Cannot open the forward index of {self.path}: {exc}") from exc
         """The shard's forward index (None in an index built before it existed: features then
         come from the stored documents, see :mod:`retrieval.index.lexical_writer`)."""
-        self._demoted = self.forward is not None and self.forward.demoted
-        """Some page here has a quality below 1: its BM25 is multiplied by it (search, and every
-        score of a document set), from the forward index's ``quality`` static."""
+        self._qualities = self.forward if self.forward is not None and self.forward.demoted else None
+        """Where some page here has a quality below 1, the forward index that holds it: its BM25 is
+        multiplied by it (search, and every score of a document set)."""
 
     @property
     def num_docs(self) -> int:
@@ -203,8 +202,8 @@ class LexicalShard:
         tq = self.build_query(query, stats=stats)
         if tq is None or k <= 0:
             return LexicalResult(0, (), ())
-        if self._demoted:
-            return self._search_with_quality(tq, k, offset)
+        if self._qualities is not None:
+            return self._search_with_quality(tq, k, offset, self._qualities)
         result = self._searcher.search(tq, limit=k, count=True, offset=offset)
         addresses = [address for _, address in result.hits]
         ids = self._searcher.fast_field_values("doc_id", addresses) if addresses else []
@@ -215,7 +214,9 @@ class LexicalShard:
         self._remember(hits, addresses)
         return LexicalResult(int(getattr(result, "count", 0) or 0), hits, tuple(addresses))
 
-    def _search_with_quality(self, tq: tantivy.Query, k: int, offset: int) -> LexicalResult:
+    def _search_with_quality(
+        self, tq: tantivy.Query, k: int, offset: int, qualities: ForwardIndex
+    ) -> LexicalResult:
         """The top ``k`` after ``offset`` by BM25 × the page's quality, exactly.
 
         Quality is at most 1, so a page outside the plain top ``n`` scores at most the ``n``-th
@@ -233,7 +234,7 @@ class LexicalShard:
                 if addresses
                 else []
             )
-            quality = self.forward.quality(ids) if self.forward is not None else np.ones(len(ids))
+            quality = qualities.quality(ids)
             rescored = sorted(
                 (
                     (float(score) * float(q), i)
@@ -285,9 +286,9 @@ class LexicalShard:
         result = self._searcher.search(restricted, limit=limit, count=False)
         addresses = [a for _, a in result.hits]
         ids = [_doc_id(d) for d in self._searcher.fast_field_values("doc_id", addresses)] if addresses else []
-        if not self._demoted or self.forward is None:
+        if self._qualities is None:
             return [(doc_id, float(score)) for (score, _), doc_id in zip(result.hits, ids, strict=True)]
-        quality = self.forward.quality(ids)  # as search() scores them (retrieval.index.page_quality)
+        quality = self._qualities.quality(ids)  # as search() scores them (retrieval.index.page_quality)
         return [
             (doc_id, float(score) * float(q))
             for (score, _), doc_id, q in zip(result.hits, ids, quality, strict=True)

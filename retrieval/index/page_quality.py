@@ -37,6 +37,11 @@ class PageQuality:
     reasons: tuple[str, ...] = ()
 
 
+def describe(score: float, reasons: tuple[str, ...]) -> str:
+    """A page's quality as ``trawl inspect`` and the web inspector show it."""
+    return f"{score:g} ({', '.join(reasons) or 'not an index, listing or near-empty page'})"
+
+
 def quality_of(doc: Document) -> PageQuality:
     """The quality of a stored document: a crawled page (an http URL, or words inside links:
     a crawl-derived collection's page) may be near empty; a corpus record may not."""
